@@ -1,0 +1,18 @@
+"""boost_cells: training-step cells for MindSpore, a drop-in for ``mindspore.boost``.
+
+Loss-scaled training that runs on CPU, GPU and Ascend, gradient accumulation and AdaSum, configured by a
+validated JSON boost config, stand-alone or data-parallel.
+"""
+from .adasum import AdaSum
+from .auto_boost import AutoBoost
+from .config import BoostConfig
+from .grad_accumulation import GradientAccumulation
+from .loss_scale import DynamicLossScaleUpdate
+from .overflow import FiniteCheck, NPUFloatStatusCheck
+from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
+
+__all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell",
+           "DynamicLossScaleUpdate", "FiniteCheck", "GradientAccumulation", "NPUFloatStatusCheck",
+           "build_train_network"]
+
+__version__ = "0.1.0"

@@ -1,0 +1,154 @@
+"""AdaSum across data-parallel groups, for any power-of-two number of groups, on CPU, GPU and Ascend.
+
+Ranks form ``group_number`` groups of ``device_number`` consecutive ranks. Each group averages its gradients
+(so its ranks take the same optimizer step and keep the same optimizer state), every rank computes its weight
+delta ``d = w_old - w_new``, and the groups' deltas are combined per tensor with the AdaSum rule
+
+    adasum(a, b) = (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b
+
+recursively: at level ``l`` group ``G`` pairs with group ``G xor 2**l`` (rank ``r`` with the rank of the same
+position in that group), so after ``log2(group_number)`` levels every rank holds
+``adasum(adasum(d0, d1), adasum(d2, d3))``-style results for all groups. Each level is one AllGather of the
+pair's two flattened delta vectors followed by the same arithmetic on both ranks, in the same (lower rank first)
+order, so the replicas stay bit-identical; per-tensor dot products use segment sums, a fixed number of ops
+however many tensors the network has. A tensor with ``|a|^2 = 0`` takes coefficient 1 for the other side
+(``adasum(0, b) = b``). Only AllGather and AllReduce are used: they exist on every backend.
+"""
+import numpy as np
+from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
+from mindspore.common import dtype as mstype
+
+from .distributed import ensure_group
+
+__all__ = ["AdaSum", "AdaSumUpdate", "adasum_groups"]
+
+_store = ops.MultitypeFuncGraph("store")
+_delta = ops.MultitypeFuncGraph("delta")
+_apply = ops.MultitypeFuncGraph("apply")
+
+
+@_store.register("Tensor", "Tensor")
+def _store_tensor(target, value):
+    return ops.assign(target, value)
+
+
+@_delta.register("Tensor", "Tensor", "Tensor")
+def _delta_tensor(after, old, new):
+    return old - ops.depend(new, after)
+
+
+@_apply.register("Tensor", "Tensor", "Tensor")
+def _apply_tensor(parameter, old, combined):
+    return ops.assign(parameter, old - ops.cast(combined, parameter.dtype))
+
+
+def adasum_groups(rank_size, device_number):
+    """Number of AdaSum groups for ``rank_size`` ranks in groups of ``device_number``; raises if not servable."""
+    rule = ("AdaSum needs rank_size = device_number * group_number with group_number a power of two >= 2 "
+            "(common.device_number sets the group size)")
+    if device_number < 1 or rank_size % device_number:
+        raise ValueError(f"For 'AdaSum', rank count {rank_size} is not divisible by device_number {device_number}; "
+                         f"{rule}.")
+    groups = rank_size // device_number
+    if groups < 2 or groups & (groups - 1):
+        raise ValueError(f"For 'AdaSum', rank count {rank_size} with device_number {device_number} gives "
+                         f"{groups} group(s); {rule}.")
+    return groups
+
+
+class AdaSum(nn.Cell):
+    """Combine weight deltas across groups with the recursive AdaSum rule, then write the weights.
+
+    Args:
+        rank (int): this rank. device_number (int): ranks per group. group_number (int): groups, a power of
+            two >= 2. parameter_tuple (ParameterTuple): the weights (shapes and order of the deltas).
+
+    Inputs: ``delta_weights`` (tuple of Tensor, ``old - new`` per weight), ``parameters`` (the weights, written),
+    ``old_parameters`` (the weights before this step).
+    Outputs: tuple of the assigned weights; every rank gets ``old - adasum(deltas)``.
+    """
+
+    def __init__(self, rank, device_number, group_number, parameter_tuple):
+        super().__init__()
+        adasum_groups(device_number * group_number, device_number)
+        group, position = divmod(rank, device_number)
+        self.gathers = []
+        for level in range(int(np.log2(group_number))):
+            partner = (group ^ (1 << level)) * device_number + position
+            pair = sorted((rank, partner))
+            name = ensure_group(f"boost_cells_adasum_{pair[0]}_{pair[1]}", pair)
+            self.gathers.append(ops.AllGather(group=name))
+        self.shapes = [tuple(p.shape) for p in parameter_tuple]
+        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
+        self.offsets = [int(x) for x in np.cumsum([0] + self.sizes[:-1])]
+        self.total = int(sum(self.sizes))
+        self.tensor_count = len(self.sizes)
+        self.segment_ids = Tensor(np.repeat(np.arange(self.tensor_count, dtype=np.int32), self.sizes))
+        self.hyper_map = ops.HyperMap()
+
+    def _combine_pair(self, both):
+        """AdaSum of the lower rank's vector ``both[:n]`` and the upper rank's ``both[n:]``, per tensor."""
+        a = both[:self.total]
+        b = both[self.total:]
+        dot = ops.unsorted_segment_sum(a * b, self.segment_ids, self.tensor_count)
+        norm_a = ops.unsorted_segment_sum(a * a, self.segment_ids, self.tensor_count)
+        norm_b = ops.unsorted_segment_sum(b * b, self.segment_ids, self.tensor_count)
+        coef_a = 1 - ops.select(norm_a > 0, dot / (2 * ops.select(norm_a > 0, norm_a, ops.ones_like(norm_a))),
+                                ops.zeros_like(dot))
+        coef_b = 1 - ops.select(norm_b > 0, dot / (2 * ops.select(norm_b > 0, norm_b, ops.ones_like(norm_b))),
+                                ops.zeros_like(dot))
+        return ops.gather(coef_a, self.segment_ids, 0) * a + ops.gather(coef_b, self.segment_ids, 0) * b
+
+    def combine(self, delta_weights):
+        """The AdaSum of every group's deltas, as a tuple shaped like ``delta_weights`` (float32)."""
+        flat = ops.concat([ops.reshape(ops.cast(d, mstype.float32), (-1,)) for d in delta_weights])
+        for gather in self.gathers:
+            flat = self._combine_pair(gather(flat))
+        return tuple(ops.reshape(flat[offset:offset + size], shape)
+                     for offset, size, shape in zip(self.offsets, self.sizes, self.shapes))
+
+    def construct(self, delta_weights, parameters, old_parameters):
+        combined = self.combine(delta_weights)
+        return self.hyper_map(_apply, parameters, old_parameters, combined)
+
+
+class AdaSumUpdate(nn.Cell):
+    """Update strategy (``construct(loss, grads) -> loss``): in-group mean, local optimizer step, AdaSum of deltas.
+
+    Args:
+        optimizer (Cell): the optimizer. info (ParallelInfo): the data-parallel setting (must be distributed).
+        device_number (int): ranks per group (``common.device_number``).
+
+    Parameters (state, checkpointed):
+        adasum.old.<weight name>: the weights before this step's optimizer update.
+
+    Raises:
+        ValueError: stand-alone training, or a rank count AdaSum cannot serve (names the count and the rule).
+    """
+
+    def __init__(self, optimizer, info, device_number):
+        super().__init__(auto_prefix=False)
+        if not info.distributed:
+            raise ValueError("For 'AdaSum', the 'adasum' feature needs data-parallel training (launch with msrun and "
+                             "set parallel_mode='data_parallel'), but the parallel mode is stand-alone.")
+        group_number = adasum_groups(info.size, device_number)
+        self.optimizer = optimizer
+        self.weights = optimizer.parameters
+        if device_number > 1:
+            first = info.rank // device_number * device_number
+            name = ensure_group(f"boost_cells_group_{first}_{device_number}", range(first, first + device_number))
+            self.group_reducer = nn.DistributedGradReducer(self.weights, True, device_number, group=name)
+        else:
+            self.group_reducer = nn.Identity()
+        self.old_weights = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32), w.dtype),
+                                                    name="adasum.old." + w.name, requires_grad=False)
+                                          for w in self.weights)
+        self.adasum = AdaSum(info.rank, device_number, group_number, self.weights)
+        self.hyper_map = ops.HyperMap()
+
+    def construct(self, loss, grads):
+        grads = self.group_reducer(grads)
+        saved = self.hyper_map(_store, self.old_weights, self.weights)
+        loss = ops.depend(loss, self.optimizer(ops.depend(grads, saved)))
+        deltas = self.hyper_map(ops.partial(_delta, loss), self.old_weights, self.weights)
+        return ops.depend(loss, self.adasum(deltas, self.weights, self.old_weights))

@@ -1,0 +1,62 @@
+"""``AutoBoost``: the reference's entry point, without its process-wide singleton.
+
+Each ``AutoBoost(level, config_dict)`` is an independent object holding its own ``BoostConfig``. For code written
+against ``mindspore.boost``, train cells built without ``boost_config=`` use the config of the most recently
+constructed ``AutoBoost`` (``latest_config()``); a later ``AutoBoost`` replaces it, so two configs in one process
+never stick to each other, and the level table is never written to.
+"""
+from .config import BoostConfig
+
+__all__ = ["AutoBoost", "latest_config"]
+
+_latest = None
+
+
+def latest_config():
+    """The BoostConfig of the most recent ``AutoBoost``, or level O0 when none was made."""
+    return _latest if _latest is not None else BoostConfig.level("O0")
+
+
+class AutoBoost:
+    """Resolve a boost level and config dict, as ``mindspore.boost.AutoBoost`` does.
+
+    Args:
+        level (str): "O0", "O1" or "O2". Default: "O0". Any other value raises (the reference silently uses O0).
+        boost_config_dict (dict or str): a config dict in ``boost_config_dict`` format, a path to a JSON file, or
+            "" for the level's defaults. Default: "".
+
+    Attributes:
+        boost_config (dict): the six resolved feature switches (a fresh copy on each access).
+        config (BoostConfig): the full validated config.
+
+    Raises:
+        ValueError, TypeError: as ``BoostConfig``.
+    """
+
+    def __init__(self, level="O0", boost_config_dict=""):
+        global _latest
+        if boost_config_dict == "" or boost_config_dict is None:
+            boost_config_dict = {}
+        if isinstance(boost_config_dict, dict):
+            self.config = BoostConfig.from_dict(boost_config_dict, level=level)
+        else:
+            self.config = BoostConfig.coerce(boost_config_dict)
+            if self.config.level_name != level:
+                raise ValueError(f"For 'AutoBoost', level {level!r} disagrees with the config file's level "
+                                 f"{self.config.level_name!r}.")
+        self.level = level
+        self.boost_config_dict = boost_config_dict
+        _latest = self.config
+
+    @property
+    def boost_config(self):
+        return dict(self.config.features)
+
+    def network_auto_process_train(self, network, optimizer):
+        """Return the ``(network, optimizer)`` pair to train; the features implemented so far (gradient
+        accumulation, AdaSum) live in the train cells, so both come back unchanged."""
+        return network, optimizer
+
+    def network_auto_process_eval(self, network):
+        """Return the network to evaluate; unchanged by the features implemented so far."""
+        return network

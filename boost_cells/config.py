@@ -1,0 +1,277 @@
+"""Validated, immutable boost configuration.
+
+The JSON format is ``mindspore.boost``'s ``boost_config_dict`` plus a top-level ``"level"`` key and an optional
+``"loss_scale"`` section. Resolution follows the reference: the level gives the six feature switches; mode
+``manual`` overrides them from the ``"boost"`` section, ``enable_all``/``disable_all`` force them, ``auto`` keeps
+the level's. Unlike the reference, nothing is silently ignored: unknown keys, wrong types, out-of-range values,
+unknown levels and switches that contradict a non-manual mode raise an error naming the key path.
+"""
+import copy
+import difflib
+import json
+import math
+import os
+from types import MappingProxyType
+
+__all__ = ["BoostConfig", "LEVELS", "FEATURES", "IMPLEMENTED_FEATURES"]
+
+FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
+
+# The reference's level table; read-only so no caller can mutate it for everyone else.
+LEVELS = MappingProxyType({
+    "O0": MappingProxyType(dict.fromkeys(FEATURES, False)),
+    "O1": MappingProxyType({**dict.fromkeys(FEATURES, False), "less_bn": True, "grad_freeze": True}),
+    "O2": MappingProxyType({**dict.fromkeys(FEATURES, False), "less_bn": True, "grad_freeze": True,
+                            "adasum": True}),
+})
+
+MODES = ("auto", "manual", "enable_all", "disable_all")
+
+# Features whose algorithms exist in this package; a config that switches on any other one is refused.
+IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum"})
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Field:
+    """One config key: its default, a type check, a range check, and the allowed values in words."""
+
+    def __init__(self, default, check, allowed):
+        self.default = default
+        self.check = check
+        self.allowed = allowed
+
+
+def _bool(default):
+    return _Field(default, lambda v: isinstance(v, bool), "a bool (true/false)")
+
+
+def _int(default, low, high=None):
+    words = f"an int >= {low}" if high is None else f"an int in [{low}, {high}]"
+    return _Field(default, lambda v: _is_int(v) and v >= low and (high is None or v <= high), words)
+
+
+def _positive(default):
+    return _Field(default, lambda v: _is_number(v) and v > 0, "a finite number > 0")
+
+
+def _open_unit(default):
+    return _Field(default, lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)")
+
+
+def _choice(default, *choices):
+    return _Field(default, lambda v: v in choices, "one of " + ", ".join(repr(c) for c in choices))
+
+
+def _optional_path(default):
+    return _Field(default, lambda v: v is None or isinstance(v, str), "a path string or null")
+
+
+_SPLIT_GROUPS = _Field([50, 100], lambda v: isinstance(v, list) and all(_is_int(i) and i > 0 for i in v)
+                       and v == sorted(set(v)), "a strictly increasing list of ints > 0")
+
+SCHEMA = MappingProxyType({
+    "boost": {"mode": _choice("auto", *MODES), **{name: _bool(False) for name in FEATURES}},
+    "common": {"gradient_split_groups": _SPLIT_GROUPS, "device_number": _int(8, 1)},
+    "less_bn": {"fn_flag": _bool(True), "gc_flag": _bool(True)},
+    "grad_freeze": {"param_groups": _int(10, 1), "freeze_type": _choice(1, 0, 1),
+                    "freeze_p": _Field(0.7, lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
+                    "total_steps": _int(65536, 1)},
+    "grad_accumulation": {"grad_accumulation_step": _int(1, 1)},
+    "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
+                   "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),
+                   "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0)},
+    "loss_scale": {"type": _choice("dynamic", "dynamic", "static"), "init": _positive(2.0 ** 16),
+                   "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
+                   "window": _int(2000, 1), "min_scale": _positive(1.0), "max_scale": _positive(2.0 ** 24),
+                   "hysteresis": _int(1, 1)},
+})
+
+
+def _fail(path, allowed, got):
+    raise ValueError(f"For 'BoostConfig', '{path}' must be {allowed}, but got {got!r}.")
+
+
+def _check_keys(path, given, known):
+    """Reject the first unknown key, suggesting the nearest valid one."""
+    for key in given:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f" Did you mean '{near[0]}'?" if near else ""
+            where = f"'{path}'" if path else "the top level"
+            raise ValueError(f"For 'BoostConfig', unknown key '{key}' in {where}; allowed keys are "
+                             f"{sorted(known)}.{hint}")
+
+
+def _validate_section(name, given):
+    if not isinstance(given, dict):
+        _fail(name, "an object (dict)", given)
+    fields = SCHEMA[name]
+    _check_keys(name, given, fields)
+    section = {}
+    for key, field in fields.items():
+        value = given.get(key, copy.deepcopy(field.default))
+        if not field.check(value):
+            _fail(f"{name}.{key}", field.allowed, value)
+        section[key] = value
+    return section
+
+
+def _resolve_features(level, boost):
+    """Feature switches from the level and the 'boost' section's mode, as the reference resolves them."""
+    mode = boost["mode"]
+    if mode == "manual":
+        return {name: boost[name] for name in FEATURES}
+    forced = {"enable_all": True, "disable_all": False}.get(mode)
+    features = {name: LEVELS[level][name] if forced is None else forced for name in FEATURES}
+    return features
+
+
+class BoostConfig:
+    """An immutable, validated boost configuration.
+
+    Build it with ``BoostConfig.from_file(path)``, ``BoostConfig.from_dict(d)`` or ``BoostConfig.level("O1")``;
+    ``to_dict()`` gives every key with its value and round-trips through ``from_dict``.
+
+    Attributes:
+        level_name (str): "O0", "O1" or "O2".
+        features (Mapping[str, bool]): the six resolved feature switches.
+        loss_scale (Mapping or None): the ``"loss_scale"`` section, or None when the config has none.
+
+    Raises:
+        ValueError: unknown level, mode or key, wrong type or range (the message names the key path and what is
+            allowed), a switch contradicting a non-manual mode, or a feature that boost_cells does not
+            implement yet.
+    """
+
+    def __init__(self, raw):
+        if not isinstance(raw, dict):
+            raise TypeError(f"For 'BoostConfig', the config must be a dict, but got {type(raw).__name__}.")
+        _check_keys("", raw, ("level", *SCHEMA))
+        level = raw.get("level", "O0")
+        if level not in LEVELS:
+            _fail("level", "one of 'O0', 'O1', 'O2'", level)
+        sections = {name: _validate_section(name, raw.get(name, {})) for name in SCHEMA}
+        boost_given = raw.get("boost", {})
+        features = _resolve_features(level, sections["boost"])
+        if sections["boost"]["mode"] != "manual":
+            for name in FEATURES:
+                if name in boost_given and boost_given[name] != features[name]:
+                    raise ValueError(
+                        f"For 'BoostConfig', 'boost.{name}' is {boost_given[name]!r} but mode "
+                        f"'{sections['boost']['mode']}' with level '{level}' resolves it to {features[name]!r}; "
+                        "set 'boost.mode' to 'manual' to choose features one by one.")
+        for name in FEATURES:
+            if features[name] and name not in IMPLEMENTED_FEATURES:
+                raise ValueError(
+                    f"For 'BoostConfig', feature '{name}' is switched on (level '{level}', mode "
+                    f"'{sections['boost']['mode']}') but boost_cells does not implement it yet; implemented "
+                    f"features are {sorted(IMPLEMENTED_FEATURES)}. Use mode 'manual' with '{name}': false.")
+        if features["grad_accumulation"] and sections["grad_accumulation"]["grad_accumulation_step"] < 2:
+            _fail("grad_accumulation.grad_accumulation_step", "an int >= 2 when 'grad_accumulation' is on",
+                  sections["grad_accumulation"]["grad_accumulation_step"])
+        scale = sections["loss_scale"]
+        if "loss_scale" in raw and scale["min_scale"] > scale["max_scale"]:
+            _fail("loss_scale.min_scale", f"<= 'loss_scale.max_scale' ({scale['max_scale']})", scale["min_scale"])
+        if "loss_scale" in raw and not scale["min_scale"] <= scale["init"] <= scale["max_scale"]:
+            _fail("loss_scale.init", f"in [min_scale, max_scale] = [{scale['min_scale']}, {scale['max_scale']}]",
+                  scale["init"])
+        self._level = level
+        self._features = MappingProxyType(features)
+        self._has_loss_scale = "loss_scale" in raw
+        self._sections = MappingProxyType({name: MappingProxyType(value) for name, value in sections.items()})
+
+    @classmethod
+    def from_dict(cls, config, level=None):
+        """Validate ``config``; ``level`` (if given) must agree with a ``"level"`` key in it."""
+        if not isinstance(config, dict):
+            raise TypeError(f"For 'BoostConfig', the config must be a dict, but got {type(config).__name__}.")
+        if level is not None:
+            if "level" in config and config["level"] != level:
+                raise ValueError(f"For 'BoostConfig', the level argument {level!r} disagrees with the config's "
+                                 f"'level' key {config['level']!r}.")
+            config = {**config, "level": level}
+        return cls(config)
+
+    @classmethod
+    def from_file(cls, path):
+        """Load and validate a JSON config file."""
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"For 'BoostConfig', config file '{path}' does not exist.")
+        with open(path, encoding="utf-8") as handle:
+            try:
+                raw = json.load(handle)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"For 'BoostConfig', '{path}' is not valid JSON: {error}") from error
+        return cls.from_dict(raw)
+
+    @classmethod
+    def level(cls, level):
+        """The default config of a level ("O0", "O1" or "O2")."""
+        return cls({"level": level})
+
+    @classmethod
+    def coerce(cls, config):
+        """A BoostConfig from a BoostConfig, a dict or a JSON file path."""
+        if isinstance(config, BoostConfig):
+            return config
+        if isinstance(config, dict):
+            return cls.from_dict(config)
+        if isinstance(config, (str, os.PathLike)):
+            return cls.from_file(config)
+        raise TypeError("For 'boost_config', expected a BoostConfig, a dict or a JSON file path, but got "
+                        f"{type(config).__name__}.")
+
+    @property
+    def level_name(self):
+        """The level, "O0", "O1" or "O2"."""
+        return self._level
+
+    @property
+    def features(self):
+        return self._features
+
+    @property
+    def loss_scale(self):
+        return self._sections["loss_scale"] if self._has_loss_scale else None
+
+    def enabled(self, feature):
+        """Whether ``feature`` (one of FEATURES) is switched on."""
+        return self._features[feature]
+
+    def section(self, name):
+        """The validated section ``name`` (every key present, defaults filled in)."""
+        return self._sections[name]
+
+    def to_dict(self):
+        """Every key with its value; ``BoostConfig.from_dict(c.to_dict()) == c``."""
+        out = {"level": self._level}
+        for name, section in self._sections.items():
+            if name == "loss_scale" and not self._has_loss_scale:
+                continue
+            out[name] = copy.deepcopy(dict(section))
+        out["boost"].update(self._features)
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, BoostConfig) and self.to_dict() == other.to_dict()
+
+    def __hash__(self):
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+    def __repr__(self):
+        on = [name for name in FEATURES if self._features[name]]
+        return f"BoostConfig(level={self._level!r}, features={on})"
+
+    def __setattr__(self, name, value):
+        if name.startswith("_") and not hasattr(self, "_sections"):
+            object.__setattr__(self, name, value)
+            return
+        raise AttributeError("BoostConfig is immutable; build a new one with BoostConfig.from_dict.")

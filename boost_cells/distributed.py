@@ -1,0 +1,70 @@
+"""Data-parallel helpers: decided once in ``__init__`` from MindSpore's parallel context.
+
+Every collective used here (AllReduce, AllGather, ``create_group``) exists on the CPU, NCCL and HCCL backends;
+ReduceScatter and Send/Receive are avoided because the CPU backend lacks them.
+"""
+import mindspore as ms
+from mindspore import nn, ops
+from mindspore.communication import GlobalComm, create_group, get_group_size, get_rank
+from mindspore.common import dtype as mstype
+
+__all__ = ["ParallelInfo", "parallel_info", "OverflowAllReduce", "make_grad_reducer", "ensure_group"]
+
+_DATA_PARALLEL_MODES = ("data_parallel", "hybrid_parallel")
+_created_groups = set()
+
+
+class ParallelInfo:
+    """The data-parallel setting a train cell is built under.
+
+    Attributes:
+        distributed (bool): whether gradients must be reduced across ranks.
+        rank (int), size (int): this rank and the number of ranks (0 and 1 when stand-alone).
+        gradients_mean (bool): mean (True) or sum (False) of the ranks' gradients.
+    """
+
+    def __init__(self, distributed, rank, size, gradients_mean):
+        self.distributed = distributed
+        self.rank = rank
+        self.size = size
+        self.gradients_mean = gradients_mean
+
+
+def parallel_info():
+    """Read the current parallel context (``ms.set_auto_parallel_context`` after ``init()``)."""
+    mode = ms.get_auto_parallel_context("parallel_mode")
+    if mode not in _DATA_PARALLEL_MODES:
+        return ParallelInfo(False, 0, 1, True)
+    return ParallelInfo(True, get_rank(), get_group_size(), bool(ms.get_auto_parallel_context("gradients_mean")))
+
+
+def ensure_group(name, ranks):
+    """Create communication group ``name`` over ``ranks`` once per process."""
+    if name not in _created_groups:
+        create_group(name, list(ranks))
+        _created_groups.add(name)
+    return name
+
+
+def make_grad_reducer(weights, info, group=GlobalComm.WORLD_COMM_GROUP, degree=None):
+    """Identity when stand-alone, else MindSpore's ``DistributedGradReducer`` over ``group``."""
+    if not info.distributed:
+        return nn.Identity()
+    return nn.DistributedGradReducer(weights, info.gradients_mean, degree or info.size, group=group)
+
+
+class OverflowAllReduce(nn.Cell):
+    """All ranks agree on overflow: True on every rank if it is True on any.
+
+    Inputs:
+        overflow (Tensor): bool scalar, this rank's flag.
+    Outputs:
+        Tensor, bool scalar, identical on every rank.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.all_reduce = ops.AllReduce()
+
+    def construct(self, overflow):
+        return self.all_reduce(ops.cast(overflow, mstype.float32)) > 0

@@ -1,0 +1,104 @@
+"""Loss-scale policies: a clamped dynamic scale with hysteresis, and normalising ``scale_sense`` arguments.
+
+A policy is a Cell ``(loss_scale: Parameter, overflow: bool Tensor) -> overflow`` that updates ``loss_scale`` in
+place, the contract of MindSpore's ``DynamicLossScaleUpdateCell``/``FixedLossScaleUpdateCell``, so both kinds
+plug into the train cells unchanged.
+"""
+import numpy as np
+from mindspore import Parameter, Tensor, nn, ops
+from mindspore.common import dtype as mstype
+
+__all__ = ["DynamicLossScaleUpdate", "scale_sense_and_policy", "policy_from_config"]
+
+
+class DynamicLossScaleUpdate(nn.Cell):
+    """Dynamic loss scale, clamped to ``[min_scale, max_scale]``, tolerating ``hysteresis - 1`` overflows.
+
+    When it grows: the scale is multiplied by ``factor`` at the end of the ``window``-th consecutive clean step
+    (so the step after it uses the grown scale), exactly as ``nn.DynamicLossScaleUpdateCell``; with
+    ``hysteresis=1`` and no clamping in play the two give the same trajectory. An overflow resets the clean-step
+    count; it lowers the scale by ``factor`` only once ``hysteresis`` overflows have been seen since the scale
+    last changed (DeepSpeed's ``delayed_shift``). Both directions are clamped, so the scale never leaves
+    ``[min_scale, max_scale]``, never reaches inf and never drops below the floor.
+
+    Args:
+        loss_scale_value (float): initial scale. factor (float): > 1. window (int): clean steps per growth.
+        min_scale, max_scale (float): floor and ceiling. hysteresis (int): overflows per lowering, >= 1.
+
+    Parameters (state, checkpointed):
+        loss_scale.clean_steps (int32): consecutive clean steps since the last overflow or growth.
+        loss_scale.overflows_left (int32): overflows still tolerated before the scale is lowered.
+
+    Inputs: ``loss_scale`` (Parameter, float32 scalar, updated in place), ``overflow`` (bool scalar).
+    Outputs: ``overflow``, unchanged.
+    """
+
+    def __init__(self, loss_scale_value, factor=2.0, window=2000, min_scale=1.0, max_scale=2.0 ** 24,
+                 hysteresis=1):
+        super().__init__()
+        if not 0 < min_scale <= loss_scale_value <= max_scale:
+            raise ValueError("For 'DynamicLossScaleUpdate', need 0 < min_scale <= loss_scale_value <= max_scale, "
+                             f"but got {min_scale}, {loss_scale_value}, {max_scale}.")
+        if factor <= 1:
+            raise ValueError(f"For 'DynamicLossScaleUpdate', 'factor' must be > 1, but got {factor}.")
+        if int(window) != window or window < 1 or int(hysteresis) != hysteresis or hysteresis < 1:
+            raise ValueError("For 'DynamicLossScaleUpdate', 'window' and 'hysteresis' must be ints >= 1, but got "
+                             f"{window} and {hysteresis}.")
+        self.loss_scale_value = float(loss_scale_value)
+        self.factor = float(factor)
+        self.window = int(window)
+        self.min_scale = float(min_scale)
+        self.max_scale = float(max_scale)
+        self.hysteresis = int(hysteresis)
+        self.clean_steps = Parameter(Tensor(0, mstype.int32), name="loss_scale.clean_steps", requires_grad=False)
+        self.overflows_left = Parameter(Tensor(self.hysteresis, mstype.int32), name="loss_scale.overflows_left",
+                                        requires_grad=False)
+
+    def get_loss_scale(self):
+        """The initial loss scale (as MindSpore's update cells report it)."""
+        return self.loss_scale_value
+
+    def construct(self, loss_scale, overflow):
+        clean = self.clean_steps + 1
+        grow = ops.logical_and(ops.logical_not(overflow), clean >= self.window)
+        left = self.overflows_left - 1
+        lower = ops.logical_and(overflow, left <= 0)
+        grown = ops.minimum(loss_scale * self.factor, self.max_scale)
+        lowered = ops.maximum(loss_scale / self.factor, self.min_scale)
+        new_scale = ops.select(grow, grown, ops.select(lower, lowered, loss_scale))
+        zero = ops.zeros_like(clean)
+        new_clean = ops.select(ops.logical_or(overflow, grow), zero, clean)
+        reset = ops.fill(mstype.int32, (), self.hysteresis)
+        new_left = ops.select(ops.logical_or(grow, lower), reset, ops.select(overflow, left, self.overflows_left))
+        ops.assign(self.clean_steps, new_clean)
+        ops.assign(self.overflows_left, new_left)
+        return ops.depend(overflow, ops.assign(loss_scale, new_scale))
+
+
+def scale_sense_and_policy(scale_sense):
+    """``(Parameter 'scale_sense', policy Cell)`` from a loss-scale update Cell or a Tensor of shape () or (1,).
+
+    A Tensor gives a fixed scale (the policy leaves it alone; overflowing steps are still skipped).
+    """
+    if isinstance(scale_sense, nn.Cell):
+        if not hasattr(scale_sense, "get_loss_scale"):
+            raise TypeError("For 'scale_sense', a Cell must be a loss-scale update cell with 'get_loss_scale()' "
+                            f"(e.g. nn.DynamicLossScaleUpdateCell), but got {type(scale_sense).__name__}.")
+        value = Tensor(np.float32(scale_sense.get_loss_scale()))
+        return Parameter(value, name="scale_sense", requires_grad=False), scale_sense
+    if isinstance(scale_sense, Tensor):
+        if scale_sense.shape not in ((), (1,)):
+            raise ValueError(f"For 'scale_sense', a Tensor must have shape () or (1,), but got {scale_sense.shape}.")
+        value = Tensor(scale_sense.asnumpy().astype(np.float32))
+        return (Parameter(value, name="scale_sense", requires_grad=False),
+                nn.FixedLossScaleUpdateCell(float(value.asnumpy().reshape(-1)[0])))
+    raise TypeError("For 'scale_sense', expected a loss-scale update Cell or a Tensor of shape () or (1,), but got "
+                    f"{type(scale_sense).__name__}.")
+
+
+def policy_from_config(section):
+    """The update cell for a validated ``"loss_scale"`` config section."""
+    if section["type"] == "static":
+        return nn.FixedLossScaleUpdateCell(section["init"])
+    return DynamicLossScaleUpdate(section["init"], section["factor"], section["window"], section["min_scale"],
+                                  section["max_scale"], section["hysteresis"])

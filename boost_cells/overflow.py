@@ -1,0 +1,126 @@
+"""Overflow detection for loss-scaled steps, one detector per target, chosen once by ``make_overflow_detector``.
+
+Both detectors share one contract, so the train cell has no target branches:
+
+- ``start(loss, sens) -> (status, sens)`` runs after the loss and before the backward pass (the backward pass
+  must consume the returned ``sens``);
+- ``construct(status, grads) -> overflow`` runs after the gradients and returns a bool scalar that is identical on
+  every rank (all-reduced in data-parallel mode).
+"""
+import os
+
+import mindspore as ms
+import mindspore.amp as amp
+from mindspore import Tensor, nn, ops
+from mindspore.common import dtype as mstype
+from mindspore.ops.operations.math_ops import NPUClearFloatStatusV2, NPUGetFloatStatusV2
+
+from .distributed import OverflowAllReduce
+
+__all__ = ["FiniteCheck", "NPUFloatStatusCheck", "make_overflow_detector", "any_non_finite"]
+
+
+def any_non_finite(tensors):
+    """True if any element of ``tensors`` is inf or nan.
+
+    ``sum(x * 0)`` is exactly 0 for finite ``x`` (however large, so float16 values near 65504 give no false
+    positive) and nan as soon as one element is inf or nan. On CPU this measured 6.5x less overhead than
+    ``mindspore.amp.all_finite`` on LeNet's ten gradients (173 us vs 1129 us over an empty graph), whose CPU
+    fallback runs isfinite/all per tensor.
+    """
+    return ops.logical_not(ops.isfinite(ops.addn([(t * 0).sum() for t in tensors])))
+
+
+class _Agree(nn.Cell):
+    """Identity on the flag when stand-alone, an all-reduce of it when distributed."""
+
+    def __init__(self, distributed):
+        super().__init__()
+        self.reduce = OverflowAllReduce() if distributed else None
+
+    def construct(self, overflow):
+        if self.reduce is None:
+            return overflow
+        return self.reduce(overflow)
+
+
+class FiniteCheck(nn.Cell):
+    """Fused finiteness check of the gradients, for CPU, GPU and Ascend in inf/nan mode.
+
+    Args:
+        distributed (bool): all-reduce the flag so every rank decides alike.
+        use_all_finite_kernel (bool): use ``mindspore.amp.all_finite`` (Ascend's fused AllFinite kernel)
+            instead of ``any_non_finite``.
+    """
+
+    def __init__(self, distributed=False, use_all_finite_kernel=False):
+        super().__init__()
+        self.agree = _Agree(distributed)
+        self.use_all_finite_kernel = use_all_finite_kernel
+        self.dummy_status = Tensor(0, mstype.int32)
+
+    def start(self, loss, sens):
+        return self.dummy_status, sens
+
+    def construct(self, status, grads):
+        if self.use_all_finite_kernel:
+            overflow = ops.logical_not(amp.all_finite(grads))
+        else:
+            overflow = any_non_finite(grads)
+        return self.agree(overflow)
+
+
+class NPUFloatStatusCheck(nn.Cell):
+    """Ascend saturation-mode detection through the NPU float-status register.
+
+    Order, forced by ``F.depend`` edges: clear after the loss and before the backward pass (``start`` makes the
+    returned ``sens`` depend on the clear); read after every gradient exists; when distributed, all-reduce the
+    status; then clear again, after the read (and the all-reduce), so neither leaks into the next step.
+
+    Args:
+        distributed (bool): all-reduce the status across ranks.
+        clear_op, get_op (Primitive): the clear/get operations; default ``NPUClearFloatStatusV2`` and
+            ``NPUGetFloatStatusV2``. Tests pass recording stand-ins, since the NPU ops have no CPU kernel.
+        all_reduce_op (Primitive): the status all-reduce; default ``ops.AllReduce()``.
+    """
+
+    def __init__(self, distributed=False, clear_op=None, get_op=None, all_reduce_op=None):
+        super().__init__()
+        self.clear_status = clear_op if clear_op is not None else NPUClearFloatStatusV2()
+        self.get_status = get_op if get_op is not None else NPUGetFloatStatusV2()
+        self.distributed = distributed
+        if distributed:
+            self.all_reduce = all_reduce_op if all_reduce_op is not None else ops.AllReduce()
+        self.status = Tensor([0] * 8, mstype.int32)
+        self.zero = Tensor(0, mstype.int32)
+
+    def start(self, loss, sens):
+        status = ops.depend(self.status, loss)
+        cleared = self.clear_status(status)
+        return ops.depend(status, cleared), ops.depend(sens, cleared)
+
+    def construct(self, status, grads):
+        status = ops.depend(status, grads)
+        flags = self.get_status(status)
+        if self.distributed:
+            flags = self.all_reduce(flags)
+        cleared = self.clear_status(ops.depend(status, flags))
+        flags = ops.depend(flags, cleared)
+        return ops.logical_not(ops.equal(flags, self.zero).all())
+
+
+def _ascend_uses_float_status():
+    """Ascend 910A always, 910B only in saturation mode (MS_ASCEND_CHECK_OVERFLOW_MODE=SATURATION_MODE)."""
+    from mindspore._c_expression import MSContext  # pylint: disable=import-outside-toplevel
+    soc = MSContext.get_instance()
+    if soc.ascend_soc_supports_feature("train_hq_dtype_line"):
+        return os.environ.get("MS_ASCEND_CHECK_OVERFLOW_MODE") == "SATURATION_MODE"
+    return True
+
+
+def make_overflow_detector(distributed):
+    """The detector for the current device target: float status on Ascend saturation mode, else FiniteCheck."""
+    target = ms.get_context("device_target")
+    if target == "Ascend" and _ascend_uses_float_status():
+        return NPUFloatStatusCheck(distributed)
+    return FiniteCheck(distributed, use_all_finite_kernel=target == "Ascend")

@@ -1,0 +1,161 @@
+"""The train cells: thin compositions of value-and-grad, overflow check, loss-scale policy and update strategy.
+
+Everything is decided in ``__init__`` (features, parallel mode, target); ``construct`` only composes. New
+strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or beside the gradient computation
+(gradient freezing: which parameters get gradients on a step; group loss scales: a scale per parameter group).
+"""
+from mindspore import Tensor, nn, ops
+
+from .adasum import AdaSumUpdate
+from .auto_boost import latest_config
+from .config import BoostConfig
+from .distributed import make_grad_reducer, parallel_info
+from .grad_accumulation import GradientAccumulation
+from .loss_scale import policy_from_config, scale_sense_and_policy
+from .overflow import make_overflow_detector
+from .updates import ApplyGradients
+
+__all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
+           "make_update_strategy"]
+
+_unscale = ops.MultitypeFuncGraph("unscale")
+
+
+@_unscale.register("Tensor", "Tensor")
+def _unscale_tensor(inv_scale, grad):
+    return grad * ops.cast(inv_scale, grad.dtype)
+
+
+def _resolve_config(boost_config):
+    return latest_config() if boost_config is None else BoostConfig.coerce(boost_config)
+
+
+def make_update_strategy(config, optimizer, info):
+    """The update strategy a config asks for: AdaSum or a plain reduced step, under accumulation if enabled."""
+    if config.enabled("adasum"):
+        apply = AdaSumUpdate(optimizer, info, config.section("common")["device_number"])
+    else:
+        apply = ApplyGradients(optimizer, make_grad_reducer(optimizer.parameters, info))
+    if config.enabled("grad_accumulation"):
+        return GradientAccumulation(config.section("grad_accumulation")["grad_accumulation_step"], optimizer, apply)
+    return apply
+
+
+def _check_cells(name, network, optimizer):
+    if not isinstance(network, nn.Cell):
+        raise TypeError(f"For '{name}', 'network' must be a Cell, but got {type(network).__name__}.")
+    if not isinstance(optimizer, nn.Cell) or not hasattr(optimizer, "parameters"):
+        raise TypeError(f"For '{name}', 'optimizer' must be an optimizer Cell with 'parameters', but got "
+                        f"{type(optimizer).__name__}.")
+
+
+class BoostTrainOneStepCell(nn.Cell):
+    """One training step with the features of a boost config.
+
+    Drop-in for ``mindspore.boost.BoostTrainOneStepCell``, but it returns the loss (the reference returns None
+    when ``sens`` is not given) and never renames the network's parameters.
+
+    Args:
+        network (Cell): the network with loss. optimizer (Cell): the optimizer.
+        sens (float): the backward pass's initial gradient; default 1.0.
+        boost_config (BoostConfig, dict or str): config or JSON path; default: the latest ``AutoBoost``'s
+            config, else level O0.
+
+    Inputs: ``*inputs``, the network's inputs.
+    Outputs: Tensor, the loss (of this micro-batch when accumulating).
+
+    Raises:
+        TypeError: ``network`` or ``optimizer`` is not a Cell. ValueError: invalid config.
+    """
+
+    def __init__(self, network, optimizer, sens=None, boost_config=None):
+        super().__init__(auto_prefix=False)
+        _check_cells(type(self).__name__, network, optimizer)
+        self.boost_config = _resolve_config(boost_config)
+        self.network = network
+        self.network.set_grad()
+        self.optimizer = optimizer
+        self.weights = optimizer.parameters
+        self.sens = 1.0 if sens is None else sens
+        self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
+        self.parallel = parallel_info()
+        self.update = make_update_strategy(self.boost_config, optimizer, self.parallel)
+
+    def construct(self, *inputs):
+        loss = self.network(*inputs)
+        sens = ops.fill(loss.dtype, loss.shape, self.sens)
+        grads = self.grad(self.network, self.weights)(*inputs, sens)
+        return self.update(loss, grads)
+
+
+class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
+    """One loss-scaled training step; a step with non-finite gradients updates nothing.
+
+    Runs on CPU, GPU and Ascend (the reference and ``nn.TrainOneStepWithLossScaleCell`` use an Ascend-only op on
+    CPU). The backward pass starts from ``loss_scale``; gradients are unscaled, checked for overflow (float-status
+    register on Ascend saturation mode, a fused finiteness check elsewhere; all-reduced across ranks), the policy
+    updates the scale, and only a clean step reaches the update strategy.
+
+    Args:
+        network (Cell), optimizer (Cell): as ``BoostTrainOneStepCell``.
+        scale_sense (Cell or Tensor): a loss-scale update cell (``nn.DynamicLossScaleUpdateCell``,
+            ``nn.FixedLossScaleUpdateCell``, ``DynamicLossScaleUpdate``) or a fixed scale Tensor of shape () or (1,).
+        boost_config: as ``BoostTrainOneStepCell``.
+        overflow_detector (Cell): overrides the target's detector (see ``boost_cells.overflow``).
+
+    Parameters (state, checkpointed):
+        scale_sense (float32): the current loss scale.
+
+    Inputs: ``*inputs``, the network's inputs.
+    Outputs: ``(loss, overflow, loss_scale)``: the loss, a bool scalar (identical on every rank), and a copy of
+    the scale after this step's policy update (the scale the next step uses), as ``nn`` cells report it.
+
+    Raises:
+        TypeError: ``scale_sense`` is neither an update cell nor a Tensor. ValueError: a Tensor ``scale_sense`` of
+        shape other than () or (1,), or an invalid config.
+    """
+
+    def __init__(self, network, optimizer, scale_sense, boost_config=None, *, overflow_detector=None):
+        super().__init__(network, optimizer, sens=None, boost_config=boost_config)
+        self.scale_sense, self.loss_scale_policy = scale_sense_and_policy(scale_sense)
+        self.overflow_detector = overflow_detector if overflow_detector is not None \
+            else make_overflow_detector(self.parallel.distributed)
+        self.hyper_map = ops.HyperMap()
+        self.identity = ops.Identity()
+
+    def set_sense_scale(self, sens):
+        """Set the loss scale to ``sens`` (Tensor of shape () or (1,))."""
+        if not isinstance(sens, Tensor) or sens.shape not in ((), (1,)):
+            raise ValueError(f"For 'set_sense_scale', 'sens' must be a Tensor of shape () or (1,), but got {sens!r}.")
+        self.scale_sense.set_data(sens.astype(self.scale_sense.dtype).reshape(self.scale_sense.shape))
+
+    def construct(self, *inputs):
+        loss = self.network(*inputs)
+        scale = self.scale_sense
+        status, sens = self.overflow_detector.start(
+            loss, ops.ones_like(loss) * ops.cast(ops.reshape(scale, ()), loss.dtype))
+        grads = self.grad(self.network, self.weights)(*inputs, sens)
+        grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(scale)), grads)
+        overflow = self.overflow_detector(status, grads)
+        overflow = self.loss_scale_policy(self.scale_sense, overflow)
+        if not overflow:
+            loss = self.update(loss, grads)
+        return loss, overflow, self.identity(ops.depend(self.scale_sense, overflow))
+
+
+def build_train_network(network_with_loss, optimizer, config, loss_scale_manager=None):
+    """The train cell a config asks for.
+
+    A ``loss_scale_manager`` (MindSpore's ``DynamicLossScaleManager``/``FixedLossScaleManager``) or the config's
+    ``"loss_scale"`` section gives a ``BoostTrainOneStepWithLossScaleCell`` (the manager wins when both are
+    given); otherwise a ``BoostTrainOneStepCell``.
+    """
+    config = BoostConfig.coerce(config)
+    if loss_scale_manager is not None:
+        policy = loss_scale_manager.get_update_cell()
+        scale_sense = policy if policy is not None else Tensor(float(loss_scale_manager.get_loss_scale()))
+        return BoostTrainOneStepWithLossScaleCell(network_with_loss, optimizer, scale_sense, boost_config=config)
+    if config.loss_scale is not None:
+        return BoostTrainOneStepWithLossScaleCell(network_with_loss, optimizer, policy_from_config(config.loss_scale),
+                                                  boost_config=config)
+    return BoostTrainOneStepCell(network_with_loss, optimizer, boost_config=config)

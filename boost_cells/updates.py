@@ -1,0 +1,26 @@
+"""Update strategies: what a train cell does with a step's gradients.
+
+Contract shared by every strategy: a Cell ``construct(loss, grads) -> loss``, given this rank's unscaled,
+finite gradients; it owns their cross-rank reduction (so accumulation can reduce once per cycle and AdaSum can
+replace the mean), applies the update, and returns ``loss`` made to depend on it.
+"""
+from mindspore import nn, ops
+
+__all__ = ["ApplyGradients"]
+
+
+class ApplyGradients(nn.Cell):
+    """Reduce the gradients across ranks, then take one optimizer step.
+
+    Args:
+        optimizer (Cell): the optimizer. grad_reducer (Cell): identity or ``DistributedGradReducer``;
+            default identity.
+    """
+
+    def __init__(self, optimizer, grad_reducer=None):
+        super().__init__(auto_prefix=False)
+        self.optimizer = optimizer
+        self.grad_reducer = grad_reducer if grad_reducer is not None else nn.Identity()
+
+    def construct(self, loss, grads):
+        return ops.depend(loss, self.optimizer(self.grad_reducer(grads)))

@@ -1,0 +1,17 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="boost_cells",
+    version="0.1.0",
+    description="Training-step cells for MindSpore: loss scaling on every target, accumulation, AdaSum.",
+    packages=find_packages(include=["boost_cells", "boost_cells.*"]),
+    python_requires=">=3.9",
+    # numpy<2: MindSpore 2.10's extensions are built against NumPy 1.x; under NumPy 2 its PyNative paths print
+    # "A module that was compiled using NumPy 1.x cannot be run in NumPy 2" tracebacks. 1.26 runs clean.
+    install_requires=["mindspore==2.10.0", "numpy>=1.26,<2"],
+    extras_require={
+        # scikit-learn ships the 8x8 digits data the example trains on, so nothing is downloaded at run time.
+        "examples": ["scikit-learn>=1.3"],
+        "test": ["pytest>=7", "scikit-learn>=1.3"],
+    },
+)

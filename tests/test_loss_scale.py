@@ -1,0 +1,101 @@
+"""DynamicLossScaleUpdate against a NumPy reference policy; equality with MindSpore's cell when unclamped."""
+import numpy as np
+import pytest
+from mindspore import Parameter, Tensor, nn
+from mindspore.common import dtype as mstype
+
+from boost_cells import DynamicLossScaleUpdate
+from boost_cells.loss_scale import policy_from_config, scale_sense_and_policy
+
+
+def numpy_policy(init, factor, window, min_scale, max_scale, hysteresis, overflows):
+    """Reference trajectory: the scale after each step, for a sequence of overflow flags."""
+    scale, clean, left, out = init, 0, hysteresis, []
+    for overflow in overflows:
+        if overflow:
+            clean = 0
+            left -= 1
+            if left <= 0:
+                scale, left = max(scale / factor, min_scale), hysteresis
+        else:
+            clean += 1
+            if clean >= window:
+                scale, clean, left = min(scale * factor, max_scale), 0, hysteresis
+        out.append(scale)
+    return out
+
+
+def run_cell(cell, init, overflows):
+    scale = Parameter(Tensor(init, mstype.float32), name="scale_sense")
+    out = []
+    for overflow in overflows:
+        returned = cell(scale, Tensor(overflow))
+        assert bool(returned.asnumpy()) == overflow
+        out.append(float(scale.asnumpy()))
+    return out
+
+
+OVERFLOWS = [False, False, True, False, False, False, True, True, True, False, False, False, False, False]
+
+
+@pytest.mark.parametrize("hysteresis", [1, 2, 3])
+def test_trajectory_matches_numpy_reference(mode, hysteresis):
+    cell = DynamicLossScaleUpdate(64.0, factor=2.0, window=2, min_scale=8.0, max_scale=256.0, hysteresis=hysteresis)
+    expected = numpy_policy(64.0, 2.0, 2, 8.0, 256.0, hysteresis, OVERFLOWS)
+    assert run_cell(cell, 64.0, OVERFLOWS) == expected
+
+
+def test_grows_at_end_of_window_th_clean_step(graph_mode):
+    """window=3: the 3rd consecutive clean step doubles the scale; an overflow restarts the count."""
+    cell = DynamicLossScaleUpdate(4.0, factor=2.0, window=3)
+    assert run_cell(cell, 4.0, [False, False, False, False, True, False, False, False]) == \
+        [4.0, 4.0, 8.0, 8.0, 4.0, 4.0, 4.0, 8.0]
+
+
+def test_clamped_at_floor_and_ceiling(graph_mode):
+    cell = DynamicLossScaleUpdate(2.0, factor=4.0, window=1, min_scale=1.0, max_scale=16.0)
+    assert run_cell(cell, 2.0, [True, True, False, False, False, False]) == [1.0, 1.0, 4.0, 16.0, 16.0, 16.0]
+
+
+def test_same_as_mindspore_cell_without_clamping(graph_mode):
+    flags = OVERFLOWS * 2
+    ours = run_cell(DynamicLossScaleUpdate(2.0 ** 10, 2.0, 3, min_scale=1.0, max_scale=2.0 ** 40), 2.0 ** 10, flags)
+    theirs = run_cell(nn.DynamicLossScaleUpdateCell(2.0 ** 10, 2.0, 3), 2.0 ** 10, flags)
+    assert ours == theirs
+
+
+def test_state_is_named_parameters():
+    names = {p.name for p in DynamicLossScaleUpdate(8.0).get_parameters()}
+    assert names == {"loss_scale.clean_steps", "loss_scale.overflows_left"}
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"loss_scale_value": 0.5, "min_scale": 1.0}, "min_scale <= loss_scale_value"),
+    ({"loss_scale_value": 8.0, "factor": 1.0}, "'factor' must be > 1"),
+    ({"loss_scale_value": 8.0, "window": 0}, "'window' and 'hysteresis'"),
+    ({"loss_scale_value": 8.0, "hysteresis": 1.5}, "'window' and 'hysteresis'"),
+])
+def test_bad_arguments(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        DynamicLossScaleUpdate(**kwargs)
+
+
+def test_scale_sense_forms():
+    param, policy = scale_sense_and_policy(Tensor([8.0], mstype.float32))
+    assert param.shape == (1,) and isinstance(policy, nn.FixedLossScaleUpdateCell)
+    param, policy = scale_sense_and_policy(nn.DynamicLossScaleUpdateCell(32.0, 2, 10))
+    assert float(param.asnumpy()) == 32.0
+    with pytest.raises(ValueError, match=r"shape \(\) or \(1,\), but got \(2,\)"):
+        scale_sense_and_policy(Tensor(np.ones(2, np.float32)))
+    with pytest.raises(TypeError, match="got float"):
+        scale_sense_and_policy(8.0)
+    with pytest.raises(TypeError, match="get_loss_scale"):
+        scale_sense_and_policy(nn.ReLU())
+
+
+def test_policy_from_config():
+    section = {"type": "dynamic", "init": 16.0, "factor": 2.0, "window": 5, "min_scale": 2.0, "max_scale": 64.0,
+               "hysteresis": 2}
+    policy = policy_from_config(section)
+    assert (policy.window, policy.min_scale, policy.max_scale, policy.hysteresis) == (5, 2.0, 64.0, 2)
+    assert isinstance(policy_from_config({**section, "type": "static"}), nn.FixedLossScaleUpdateCell)

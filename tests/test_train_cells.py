@@ -1,0 +1,162 @@
+"""The train cells: baseline equality, loss-scaled skip-on-overflow, checkpoints, Model integration, errors."""
+import numpy as np
+import mindspore as ms
+import pytest
+from mindspore import Tensor, nn
+from mindspore.train import LossMonitor, Model, TimeMonitor
+from mindspore.train.callback import CheckpointConfig, ModelCheckpoint
+
+from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
+                         build_train_network)
+from tests.conftest import Linear, batch, linear_setup, weights_of
+
+O0 = {"level": "O0"}
+
+
+def assert_same_weights(a, b, exact=True):
+    wa, wb = weights_of(a), weights_of(b)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        if exact:
+            np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)
+        else:
+            np.testing.assert_allclose(wa[name], wb[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("sens", [None, 1.0])
+def test_o0_returns_loss_and_equals_mindspore_cell(mode, sens):
+    """The reference returns None without 'sens'; ours returns the loss and trains like nn.TrainOneStepCell."""
+    net, net_with_loss, opt = linear_setup("momentum")
+    cell = BoostTrainOneStepCell(net_with_loss, opt, sens=sens, boost_config=O0)
+    control, control_with_loss, control_opt = linear_setup("momentum")
+    control_cell = nn.TrainOneStepCell(control_with_loss, control_opt)
+    for seed in range(3):
+        x, y = (Tensor(a) for a in batch(seed=seed))
+        loss = cell(x, y)
+        control_loss = control_cell(x, y)
+        assert isinstance(loss, Tensor) and loss.shape == ()
+        assert float(loss.asnumpy()) == float(control_loss.asnumpy())
+    assert_same_weights(net, control)
+
+
+def test_loss_scale_cell_runs_on_cpu_and_skips_overflow(mode):
+    """Control model vs scaled model (GradScaler's harness): an inf planted at step 2 of 5 must leave weights and
+    optimizer state exactly as a control model that never saw that step, and move the scale exactly."""
+    init, factor, window = 16.0, 2.0, 2
+    net, net_with_loss, opt = linear_setup("momentum")
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, DynamicLossScaleUpdate(init, factor, window),
+                                              boost_config=O0)
+    control, control_with_loss, control_opt = linear_setup("momentum")
+    control_cell = nn.TrainOneStepCell(control_with_loss, control_opt)
+    scales, growths, skips, clean_run = [], 0, 0, 0
+    for step in range(5):
+        x, y = batch(seed=step)
+        if step == 2:
+            x[0, 0] = np.inf
+        loss, overflow, scale = cell(Tensor(x), Tensor(y))
+        assert bool(overflow.asnumpy()) == (step == 2)
+        if step == 2:
+            skips, clean_run = skips + 1, 0
+        else:
+            control_cell(Tensor(x), Tensor(y))
+            clean_run += 1
+            if clean_run == window:
+                growths, clean_run = growths + 1, 0
+        scales.append(float(scale.asnumpy()))
+        assert scales[-1] == init * factor ** growths / factor ** skips
+    assert scales == [16.0, 32.0, 16.0, 16.0, 32.0]
+    # Powers of two scale and unscale exactly, so the scaled model matches the control bit for bit.
+    assert_same_weights(net, control)
+    np.testing.assert_array_equal(opt.moments[0].asnumpy(), control_opt.moments[0].asnumpy())
+
+
+@pytest.mark.parametrize("scale_sense", [Tensor(8.0), Tensor([8.0]), nn.FixedLossScaleUpdateCell(8.0),
+                                         nn.DynamicLossScaleUpdateCell(8.0, 2, 100)],
+                         ids=["scalar", "shape1", "fixed_cell", "mindspore_dynamic"])
+def test_scale_sense_forms_train(graph_mode, scale_sense):
+    net, net_with_loss, opt = linear_setup()
+    control, control_with_loss, control_opt = linear_setup()
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, scale_sense, boost_config=O0)
+    x, y = (Tensor(a) for a in batch())
+    loss, overflow, scale = cell(x, y)
+    nn.TrainOneStepCell(control_with_loss, control_opt)(x, y)
+    assert not overflow and float(scale.asnumpy().reshape(-1)[0]) == 8.0 and loss.shape == ()
+    assert_same_weights(net, control)
+
+
+def test_set_sense_scale(graph_mode):
+    _, net_with_loss, opt = linear_setup()
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, Tensor(8.0), boost_config=O0)
+    cell.set_sense_scale(Tensor(2.0))
+    assert float(cell(*(Tensor(a) for a in batch()))[2].asnumpy()) == 2.0
+    with pytest.raises(ValueError, match="'sens' must be a Tensor of shape"):
+        cell.set_sense_scale(Tensor(np.ones(3, np.float32)))
+
+
+def test_bad_arguments_are_named():
+    _, net_with_loss, opt = linear_setup()
+    with pytest.raises(TypeError, match="'network' must be a Cell"):
+        BoostTrainOneStepCell(lambda x: x, opt, boost_config=O0)
+    with pytest.raises(TypeError, match="'optimizer' must be an optimizer Cell"):
+        BoostTrainOneStepCell(net_with_loss, None, boost_config=O0)
+    with pytest.raises(ValueError, match=r"shape \(\) or \(1,\)"):
+        BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, Tensor(np.ones((2, 2), np.float32)), boost_config=O0)
+    with pytest.raises(ValueError, match="'level' must be one of"):
+        BoostTrainOneStepCell(net_with_loss, opt, boost_config={"level": "O5"})
+    with pytest.raises(ValueError, match="needs data-parallel training"):
+        BoostTrainOneStepCell(net_with_loss, opt, boost_config={"boost": {"mode": "manual", "adasum": True},
+                                                                "common": {"device_number": 1}})
+
+
+def test_checkpoint_loads_strictly_into_plain_network(mode, tmp_path):
+    net, net_with_loss, opt = linear_setup("momentum")
+    cell = BoostTrainOneStepWithLossScaleCell(
+        net_with_loss, opt, DynamicLossScaleUpdate(8.0, window=2),
+        boost_config={"boost": {"mode": "manual", "grad_accumulation": True},
+                      "grad_accumulation": {"grad_accumulation_step": 2}})
+    assert [p.name for p in net.trainable_params()] == ["fc.weight", "fc.bias"]
+    for seed in range(3):
+        cell(*(Tensor(a) for a in batch(seed=seed)))
+    path = str(tmp_path / "boosted.ckpt")
+    ms.save_checkpoint(cell, path)
+    plain = Linear(seed=5)
+    not_loaded, _ = ms.load_param_into_net(plain, ms.load_checkpoint(path), strict_load=True)
+    assert not_loaded == []
+    assert_same_weights(plain, net)
+
+
+@pytest.mark.parametrize("with_loss_scale", [False, True], ids=["O0", "loss_scale"])
+def test_model_with_callbacks(graph_mode, tmp_path, with_loss_scale):
+    net, net_with_loss, opt = linear_setup()
+    config = {"level": "O0", **({"loss_scale": {"init": 16.0, "window": 2}} if with_loss_scale else {})}
+    train_cell = build_train_network(net_with_loss, opt, config)
+    assert isinstance(train_cell, BoostTrainOneStepWithLossScaleCell) == with_loss_scale
+    x, y = batch(n=32)
+    data = ms.dataset.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8)
+    losses = []
+
+    class Record(LossMonitor):
+        def on_train_step_end(self, run_context):
+            outputs = run_context.original_args().net_outputs
+            losses.append(float((outputs[0] if isinstance(outputs, (tuple, list)) else outputs).asnumpy()))
+
+    checkpoint = ModelCheckpoint("lin", str(tmp_path), CheckpointConfig(save_checkpoint_steps=4))
+    Model(train_cell).train(2, data, callbacks=[LossMonitor(), TimeMonitor(), Record(), checkpoint],
+                            dataset_sink_mode=False)
+    assert len(losses) == 8 and losses[-1] < losses[0]
+    saved = sorted(tmp_path.glob("lin*.ckpt"))
+    assert saved
+    not_loaded, _ = ms.load_param_into_net(Linear(), ms.load_checkpoint(str(saved[-1])), strict_load=True)
+    assert not_loaded == []
+
+
+def test_build_train_network_with_loss_scale_manager(graph_mode):
+    _, net_with_loss, opt = linear_setup()
+    manager = ms.amp.DynamicLossScaleManager(init_loss_scale=32.0, scale_factor=2, scale_window=10)
+    cell = build_train_network(net_with_loss, opt, {"level": "O0"}, loss_scale_manager=manager)
+    _, overflow, scale = cell(*(Tensor(a) for a in batch()))
+    assert not overflow and float(scale.asnumpy()) == 32.0
+    fixed = ms.amp.FixedLossScaleManager(64.0, drop_overflow_update=False)
+    cell = build_train_network(net_with_loss, opt, {"level": "O0"}, loss_scale_manager=fixed)
+    assert float(cell(*(Tensor(a) for a in batch()))[2].asnumpy()) == 64.0
+    assert isinstance(build_train_network(net_with_loss, opt, "configs/O0.json"), BoostTrainOneStepCell)
