@@ -8,11 +8,16 @@ delta ``d = w_old - w_new``, and the groups' deltas are combined per tensor with
 
 recursively: at level ``l`` group ``G`` pairs with group ``G xor 2**l`` (rank ``r`` with the rank of the same
 position in that group), so after ``log2(group_number)`` levels every rank holds
-``adasum(adasum(d0, d1), adasum(d2, d3))``-style results for all groups. Each level is one AllGather of the
-pair's two flattened delta vectors followed by the same arithmetic on both ranks, in the same (lower rank first)
-order, so the replicas stay bit-identical; per-tensor dot products use segment sums, a fixed number of ops
-however many tensors the network has. A tensor with ``|a|^2 = 0`` takes coefficient 1 for the other side
-(``adasum(0, b) = b``). Only AllGather and AllReduce are used: they exist on every backend.
+``adasum(adasum(d0, d1), adasum(d2, d3))``-style results for all groups.
+
+Each level is two all-reduces over the pair (AllGather, Broadcast and Send/Receive are unavailable on sub-groups of
+the CPU backend): the first sums ``[g, |g|^2 in this rank's role slot]``, giving ``S = a + b`` and both squared
+norms; both ranks then compute ``a.b = (|S|^2 - |a|^2 - |b|^2) / 2`` and the coefficients from identical values;
+the second sums each rank's coefficient-weighted vector into ``c_a a + c_b b``. A sum of two floats does not
+depend on their order, so both ranks hold bit-identical results and the replicas never drift (deriving the
+partner's vector as ``S - g`` would round differently on the two ranks). Per-tensor sums use segment sums over
+one flat vector: a fixed number of ops however many tensors the network has. A tensor with ``|a|^2 = 0`` takes
+coefficient 1 for the other side (``adasum(0, b) = b``).
 """
 import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
@@ -72,38 +77,46 @@ class AdaSum(nn.Cell):
         super().__init__()
         adasum_groups(device_number * group_number, device_number)
         group, position = divmod(rank, device_number)
-        self.gathers = []
+        self.all_reduces = []
+        self.roles = []
         for level in range(int(np.log2(group_number))):
             partner = (group ^ (1 << level)) * device_number + position
             pair = sorted((rank, partner))
             name = ensure_group(f"boost_cells_adasum_{pair[0]}_{pair[1]}", pair)
-            self.gathers.append(ops.AllGather(group=name))
+            self.all_reduces.append(ops.AllReduce(group=name))
+            self.roles.append(pair.index(rank))
         self.shapes = [tuple(p.shape) for p in parameter_tuple]
         self.sizes = [int(np.prod(shape)) for shape in self.shapes]
         self.offsets = [int(x) for x in np.cumsum([0] + self.sizes[:-1])]
         self.total = int(sum(self.sizes))
         self.tensor_count = len(self.sizes)
         self.segment_ids = Tensor(np.repeat(np.arange(self.tensor_count, dtype=np.int32), self.sizes))
+        self.no_norms = Tensor(np.zeros(self.tensor_count, np.float32))
         self.hyper_map = ops.HyperMap()
 
-    def _combine_pair(self, both):
-        """AdaSum of the lower rank's vector ``both[:n]`` and the upper rank's ``both[n:]``, per tensor."""
-        a = both[:self.total]
-        b = both[self.total:]
-        dot = ops.unsorted_segment_sum(a * b, self.segment_ids, self.tensor_count)
-        norm_a = ops.unsorted_segment_sum(a * a, self.segment_ids, self.tensor_count)
-        norm_b = ops.unsorted_segment_sum(b * b, self.segment_ids, self.tensor_count)
-        coef_a = 1 - ops.select(norm_a > 0, dot / (2 * ops.select(norm_a > 0, norm_a, ops.ones_like(norm_a))),
-                                ops.zeros_like(dot))
-        coef_b = 1 - ops.select(norm_b > 0, dot / (2 * ops.select(norm_b > 0, norm_b, ops.ones_like(norm_b))),
-                                ops.zeros_like(dot))
-        return ops.gather(coef_a, self.segment_ids, 0) * a + ops.gather(coef_b, self.segment_ids, 0) * b
+    def _tensor_sums(self, values):
+        return ops.unsorted_segment_sum(values, self.segment_ids, self.tensor_count)
+
+    def _combine_pair(self, all_reduce, role, flat):
+        """``c_a a + c_b b`` for this pair, where this rank holds ``a`` (role 0) or ``b`` (role 1)."""
+        own_norms = self._tensor_sums(flat * flat)
+        slots = (own_norms, self.no_norms) if role == 0 else (self.no_norms, own_norms)
+        summed = all_reduce(ops.concat((flat,) + slots))
+        pair_sum = summed[:self.total]
+        norm_a = summed[self.total:self.total + self.tensor_count]
+        norm_b = summed[self.total + self.tensor_count:]
+        dot = (self._tensor_sums(pair_sum * pair_sum) - norm_a - norm_b) / 2
+        norm = norm_a if role == 0 else norm_b
+        positive = norm > 0
+        coef = 1 - ops.select(positive, dot / (2 * ops.select(positive, norm, ops.ones_like(norm))),
+                              ops.zeros_like(dot))
+        return all_reduce(ops.gather(coef, self.segment_ids, 0) * flat)
 
     def combine(self, delta_weights):
         """The AdaSum of every group's deltas, as a tuple shaped like ``delta_weights`` (float32)."""
         flat = ops.concat([ops.reshape(ops.cast(d, mstype.float32), (-1,)) for d in delta_weights])
-        for gather in self.gathers:
-            flat = self._combine_pair(gather(flat))
+        for all_reduce, role in zip(self.all_reduces, self.roles):
+            flat = self._combine_pair(all_reduce, role, flat)
         return tuple(ops.reshape(flat[offset:offset + size], shape)
                      for offset, size, shape in zip(self.offsets, self.sizes, self.shapes))
 

@@ -1,7 +1,8 @@
 """Data-parallel helpers: decided once in ``__init__`` from MindSpore's parallel context.
 
-Every collective used here (AllReduce, AllGather, ``create_group``) exists on the CPU, NCCL and HCCL backends;
-ReduceScatter and Send/Receive are avoided because the CPU backend lacks them.
+Every collective used here (AllReduce, also on sub-groups made by ``create_group``) exists on the CPU, NCCL and HCCL
+backends; AllGather and Broadcast (world group only on CPU), ReduceScatter and Send/Receive are avoided.
+
 """
 import mindspore as ms
 from mindspore import nn, ops

@@ -117,7 +117,7 @@ def test_shipped_configs_spell_out_every_key(path):
 
 def test_autoboost_has_no_singleton_and_never_mutates_levels(graph_mode):
     """The reference's first AutoBoost wins forever and 'manual' mode writes into its level table."""
-    from tests.conftest import linear_setup
+    from tests.helpers import linear_setup
     first = AutoBoost("O0", {"boost": {"mode": "manual", "grad_accumulation": True},
                              "grad_accumulation": {"grad_accumulation_step": 2}})
     second = AutoBoost("O0", {})

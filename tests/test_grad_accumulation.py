@@ -6,7 +6,7 @@ from mindspore import Tensor, nn
 
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          GradientAccumulation)
-from tests.conftest import NumpyOptimizer, batch, linear_setup, numpy_mse_grads, weights_of
+from tests.helpers import NumpyOptimizer, batch, linear_setup, numpy_mse_grads, weights_of
 
 
 def accumulation(k):

@@ -7,7 +7,7 @@ from mindspore.common import dtype as mstype
 
 from boost_cells import BoostTrainOneStepWithLossScaleCell, NPUFloatStatusCheck
 from boost_cells.overflow import FiniteCheck, any_non_finite, make_overflow_detector
-from tests.conftest import batch, linear_setup, weights_of
+from tests.helpers import batch, linear_setup, weights_of
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

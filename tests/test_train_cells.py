@@ -8,7 +8,7 @@ from mindspore.train.callback import CheckpointConfig, ModelCheckpoint
 
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          build_train_network)
-from tests.conftest import Linear, batch, linear_setup, weights_of
+from tests.helpers import Linear, batch, linear_setup, weights_of
 
 O0 = {"level": "O0"}
 

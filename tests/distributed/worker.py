@@ -1,0 +1,176 @@
+"""Data-parallel scenarios run by every rank of an msrun job; each writes ``<out>/<scenario>_rank<r>.npz``.
+
+Usage (from tests/test_distributed.py): ``msrun ... tests/distributed/worker.py OUT_DIR SCENARIO [SCENARIO...]``.
+Rank r of n trains on rows ``[r*m, (r+1)*m)`` of each global batch, so a test can replay the whole batch in NumPy.
+"""
+import os
+import sys
+
+import numpy as np
+import mindspore as ms
+from mindspore import Tensor, nn, ops
+from mindspore.communication import get_group_size, get_rank, init
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from boost_cells import (AdaSum, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,  # noqa: E402
+                         DynamicLossScaleUpdate, GradientAccumulation)
+from boost_cells.distributed import make_grad_reducer, parallel_info  # noqa: E402
+from tests.helpers import batch, linear_setup  # noqa: E402
+
+ROWS = 4  # rows per rank per micro-batch
+ADASUM_SHAPES = [(3, 4), (3,), (2, 2, 2), (5,)]
+
+
+def accumulation(k):
+    return {"boost": {"mode": "manual", "grad_accumulation": True}, "grad_accumulation": {"grad_accumulation_step": k}}
+
+
+def adasum_config(device_number):
+    return {"boost": {"mode": "manual", "adasum": True}, "common": {"device_number": device_number}}
+
+
+def shard(step, rank, size):
+    """This rank's rows of global batch ``step`` (ROWS * size rows)."""
+    x, y = batch(n=ROWS * size, seed=step)
+    return Tensor(x[rank * ROWS:(rank + 1) * ROWS]), Tensor(y[rank * ROWS:(rank + 1) * ROWS])
+
+
+def weights(net):
+    return {p.name: p.asnumpy() for p in net.trainable_params()}
+
+
+def train(cell, steps, rank, size, poison=None):
+    """Run ``steps`` steps; ``poison=(step, rank)`` puts an inf into that rank's batch at that step."""
+    overflows, scales = [], []
+    for step in range(steps):
+        x, y = shard(step, rank, size)
+        if poison == (step, rank):
+            values = x.asnumpy()
+            values[0, 0] = np.inf
+            x = Tensor(values)
+        out = cell(x, y)
+        if isinstance(out, tuple):
+            overflows.append(bool(out[1].asnumpy()))
+            scales.append(float(out[2].asnumpy()))
+    return overflows, scales
+
+
+def scenario_o0(rank, size):
+    net, net_with_loss, opt = linear_setup("momentum")
+    train(BoostTrainOneStepCell(net_with_loss, opt, boost_config={"level": "O0"}), 3, rank, size)
+    return weights(net)
+
+
+def scenario_planted_inf(rank, size):
+    net, net_with_loss, opt = linear_setup("momentum")
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, DynamicLossScaleUpdate(2.0 ** 10, window=2),
+                                              boost_config={"level": "O0"})
+    overflows, scales = train(cell, 4, rank, size, poison=(1, size - 1))
+    return {**weights(net), "overflows": np.array(overflows), "scales": np.array(scales)}
+
+
+def scenario_accumulate(rank, size):
+    net, net_with_loss, opt = linear_setup("momentum")
+    train(BoostTrainOneStepCell(net_with_loss, opt, boost_config=accumulation(2)), 6, rank, size)
+    return weights(net)
+
+
+def scenario_accumulate_loss_scaled(rank, size):
+    net, net_with_loss, opt = linear_setup("momentum")
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, DynamicLossScaleUpdate(2.0 ** 10, window=3),
+                                              boost_config=accumulation(2))
+    overflows, _ = train(cell, 6, rank, size, poison=(2, size - 1))
+    return {**weights(net), "overflows": np.array(overflows)}
+
+
+class ReduceEveryMicroStep(nn.Cell):
+    """The arrangement accumulation avoids: all-reduce each micro-step's gradients, accumulate the reduced ones."""
+
+    def __init__(self, net_with_loss, opt, k):
+        super().__init__(auto_prefix=False)
+        self.net_with_loss = net_with_loss
+        self.weights = opt.parameters
+        self.grad = ops.GradOperation(get_by_list=True)
+        self.reducer = make_grad_reducer(opt.parameters, parallel_info())
+        self.accumulate = GradientAccumulation(k, opt)
+
+    def construct(self, x, y):
+        loss = self.net_with_loss(x, y)
+        grads = self.reducer(self.grad(self.net_with_loss, self.weights)(x, y))
+        return self.accumulate(loss, grads)
+
+
+def scenario_reduce_every_micro_step(rank, size):
+    net, net_with_loss, opt = linear_setup("momentum")
+    train(ReduceEveryMicroStep(net_with_loss, opt, 2), 6, rank, size)
+    return weights(net)
+
+
+def scenario_adasum_combine(rank, size):
+    """AdaSum of per-rank random deltas (one group per rank), seeds 100 + rank; a zero tensor included."""
+    rng = np.random.RandomState(100 + rank)
+    deltas = [rng.randn(*shape).astype(np.float32) for shape in ADASUM_SHAPES[:-1]]
+    deltas.append(np.zeros(ADASUM_SHAPES[-1], np.float32))
+    params = [ms.Parameter(Tensor(d), name=f"p{i}") for i, d in enumerate(deltas)]
+    combined = AdaSum(rank, 1, size, params).combine(tuple(Tensor(d) for d in deltas))
+    return {f"t{i}": c.asnumpy() for i, c in enumerate(combined)}
+
+
+def _adasum_train(rank, size, device_number):
+    net, net_with_loss, opt = linear_setup("sgd")
+    train(BoostTrainOneStepCell(net_with_loss, opt, boost_config=adasum_config(device_number)), 2, rank, size)
+    return weights(net)
+
+
+def scenario_adasum_train(rank, size):
+    return _adasum_train(rank, size, 1)
+
+
+def scenario_adasum_train_groups_of_2(rank, size):
+    return _adasum_train(rank, size, 2)
+
+
+def scenario_adasum_accumulate(rank, size):
+    net, net_with_loss, opt = linear_setup("sgd")
+    config = {**adasum_config(1), "boost": {"mode": "manual", "adasum": True, "grad_accumulation": True},
+              "grad_accumulation": {"grad_accumulation_step": 2}}
+    train(BoostTrainOneStepCell(net_with_loss, opt, boost_config=config), 4, rank, size)
+    return weights(net)
+
+
+def scenario_adasum_bad_rank_count(rank, size):
+    """AdaSum with groups of 2 on 2 ranks is one group: it must refuse, naming the rank count."""
+    _, net_with_loss, opt = linear_setup("sgd")
+    try:
+        BoostTrainOneStepCell(net_with_loss, opt, boost_config=adasum_config(2))
+    except ValueError as error:
+        return {"message": np.array(str(error))}
+    return {"message": np.array("no error")}
+
+
+def scenario_die(rank, size):
+    """Rank 1 fails after one step while rank 0 goes on into the next all-reduce."""
+    net, net_with_loss, opt = linear_setup("momentum")
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config={"level": "O0"})
+    train(cell, 1, rank, size)
+    if rank == 1:
+        raise RuntimeError("planted failure on rank 1")
+    train(cell, 50, rank, size)
+    return weights(net)
+
+
+def main():
+    out_dir, scenarios = sys.argv[1], sys.argv[2:]
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    init()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    rank, size = get_rank(), get_group_size()
+    for name in scenarios:
+        result = globals()["scenario_" + name](rank, size)
+        np.savez(os.path.join(out_dir, f"{name}_rank{rank}.npz"), **result)
+        print(f"rank {rank}: scenario {name} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Tiny networks and NumPy references shared by the tests and the msrun workers (no pytest import)."""
+import numpy as np
+from mindspore import Tensor, nn
+
+
+class Linear(nn.Cell):
+    """y = x W^T + b with W of shape (out, in): small enough to check against NumPy exactly."""
+
+    def __init__(self, n_in=4, n_out=3, seed=0):
+        super().__init__()
+        rng = np.random.RandomState(seed)
+        self.fc = nn.Dense(n_in, n_out, weight_init=Tensor(rng.randn(n_out, n_in).astype(np.float32) * 0.5),
+                           bias_init=Tensor(rng.randn(n_out).astype(np.float32) * 0.1))
+
+    def construct(self, x):
+        return self.fc(x)
+
+
+def linear_setup(optimizer="sgd", lr=0.1, momentum=0.9, seed=0):
+    """(net, net_with_loss, optimizer) for the Linear net with mean squared error."""
+    net = Linear(seed=seed)
+    net_with_loss = nn.WithLossCell(net, nn.MSELoss())
+    if optimizer == "sgd":
+        opt = nn.SGD(net.trainable_params(), learning_rate=lr)
+    else:
+        opt = nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=momentum)
+    return net, net_with_loss, opt
+
+
+def batch(n=8, seed=1, n_in=4, n_out=3):
+    rng = np.random.RandomState(seed)
+    return rng.randn(n, n_in).astype(np.float32), rng.randn(n, n_out).astype(np.float32)
+
+
+def weights_of(net):
+    return {p.name: p.asnumpy().copy() for p in net.trainable_params()}
+
+
+def numpy_mse_grads(w, b, x, y):
+    """Gradients of mean((x w^T + b - y)^2) over all elements, for w (out, in) and b (out,)."""
+    err = x @ w.T + b - y
+    scale = 2.0 / err.size
+    return scale * err.T @ x, scale * err.sum(axis=0)
+
+
+class NumpyOptimizer:
+    """SGD (momentum 0) or MindSpore's Momentum: v = m v + g; w -= lr v."""
+
+    def __init__(self, lr, momentum=0.0):
+        self.lr, self.momentum, self.velocity = lr, momentum, None
+
+    def step(self, params, grads):
+        if self.velocity is None:
+            self.velocity = [np.zeros_like(g) for g in grads]
+        self.velocity = [self.momentum * v + g for v, g in zip(self.velocity, grads)]
+        return [p - self.lr * v for p, v in zip(params, self.velocity)]
+
+
+def numpy_adasum_pair(a, b):
+    """AdaSum of two vectors: (1 - a.b / (2|a|^2)) a + (1 - a.b / (2|b|^2)) b, with adasum(0, b) = b."""
+    dot = float(np.dot(a, b))
+    coef_a = 1.0 - (dot / (2 * np.dot(a, a)) if np.dot(a, a) > 0 else 0.0)
+    coef_b = 1.0 - (dot / (2 * np.dot(b, b)) if np.dot(b, b) > 0 else 0.0)
+    return coef_a * a + coef_b * b
+
+
+def numpy_adasum(per_group):
+    """Recursive AdaSum over a power-of-two list of per-group tensor lists, per tensor, in float64:
+    level l combines group g with group g xor 2**l, as Horovod's recursive doubling."""
+    values = [[np.asarray(t, np.float64) for t in tensors] for tensors in per_group]
+    distance = 1
+    while distance < len(values):
+        values = [[numpy_adasum_pair(mine.ravel(), theirs.ravel()).reshape(mine.shape) if g < g ^ distance
+                   else numpy_adasum_pair(theirs.ravel(), mine.ravel()).reshape(mine.shape)
+                   for mine, theirs in zip(values[g], values[g ^ distance])]
+                  for g in range(len(values))]
+        distance *= 2
+    return values[0]
