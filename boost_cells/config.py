@@ -27,6 +27,10 @@ LEVELS = MappingProxyType({
 
 MODES = ("auto", "manual", "enable_all", "disable_all")
 
+# Largest loss scale: 1/scale must stay a normal float32 (beyond ~1e38 it flushes to zero and every gradient
+# becomes 0), and scale * factor must stay finite.
+MAX_LOSS_SCALE = 2.0 ** 64
+
 # Features whose algorithms exist in this package; a config that switches on any other one is refused.
 IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum"})
 
@@ -61,6 +65,10 @@ def _positive(default):
     return _Field(default, lambda v: _is_number(v) and v > 0, "a finite number > 0")
 
 
+def _scale(default):
+    return _Field(default, lambda v: _is_number(v) and 0 < v <= MAX_LOSS_SCALE, "a number in (0, 2**64]")
+
+
 def _open_unit(default):
     return _Field(default, lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)")
 
@@ -87,9 +95,9 @@ SCHEMA = MappingProxyType({
     "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
                    "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),
                    "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0)},
-    "loss_scale": {"type": _choice("dynamic", "dynamic", "static"), "init": _positive(2.0 ** 16),
+    "loss_scale": {"type": _choice("dynamic", "dynamic", "static"), "init": _scale(2.0 ** 16),
                    "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
-                   "window": _int(2000, 1), "min_scale": _positive(1.0), "max_scale": _positive(2.0 ** 24),
+                   "window": _int(2000, 1), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
                    "hysteresis": _int(1, 1)},
 })
 
@@ -129,8 +137,7 @@ def _resolve_features(level, boost):
     if mode == "manual":
         return {name: boost[name] for name in FEATURES}
     forced = {"enable_all": True, "disable_all": False}.get(mode)
-    features = {name: LEVELS[level][name] if forced is None else forced for name in FEATURES}
-    return features
+    return {name: LEVELS[level][name] if forced is None else forced for name in FEATURES}
 
 
 class BoostConfig:
@@ -236,10 +243,12 @@ class BoostConfig:
 
     @property
     def features(self):
+        """The six resolved feature switches (read-only mapping)."""
         return self._features
 
     @property
     def loss_scale(self):
+        """The validated ``"loss_scale"`` section, or None when the config has none."""
         return self._sections["loss_scale"] if self._has_loss_scale else None
 
     def enabled(self, feature):

@@ -8,6 +8,8 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
+from .config import MAX_LOSS_SCALE
+
 __all__ = ["DynamicLossScaleUpdate", "scale_sense_and_policy", "policy_from_config"]
 
 
@@ -23,7 +25,8 @@ class DynamicLossScaleUpdate(nn.Cell):
 
     Args:
         loss_scale_value (float): initial scale. factor (float): > 1. window (int): clean steps per growth.
-        min_scale, max_scale (float): floor and ceiling. hysteresis (int): overflows per lowering, >= 1.
+        min_scale, max_scale (float): floor and ceiling, max_scale <= 2**64 (so 1/scale stays a normal
+            float32). hysteresis (int): overflows per lowering, >= 1.
 
     Parameters (state, checkpointed):
         loss_scale.clean_steps (int32): consecutive clean steps since the last overflow or growth.
@@ -36,9 +39,9 @@ class DynamicLossScaleUpdate(nn.Cell):
     def __init__(self, loss_scale_value, factor=2.0, window=2000, min_scale=1.0, max_scale=2.0 ** 24,
                  hysteresis=1):
         super().__init__()
-        if not 0 < min_scale <= loss_scale_value <= max_scale:
-            raise ValueError("For 'DynamicLossScaleUpdate', need 0 < min_scale <= loss_scale_value <= max_scale, "
-                             f"but got {min_scale}, {loss_scale_value}, {max_scale}.")
+        if not 0 < min_scale <= loss_scale_value <= max_scale <= MAX_LOSS_SCALE:
+            raise ValueError("For 'DynamicLossScaleUpdate', need 0 < min_scale <= loss_scale_value <= max_scale <= "
+                             f"2**64, but got {min_scale}, {loss_scale_value}, {max_scale}.")
         if factor <= 1:
             raise ValueError(f"For 'DynamicLossScaleUpdate', 'factor' must be > 1, but got {factor}.")
         if int(window) != window or window < 1 or int(hysteresis) != hysteresis or hysteresis < 1:
@@ -75,6 +78,15 @@ class DynamicLossScaleUpdate(nn.Cell):
         return ops.depend(overflow, ops.assign(loss_scale, new_scale))
 
 
+def check_scale_value(name, value):
+    """Raise unless ``value`` (Tensor of shape () or (1,)) is a usable loss scale in (0, 2**64]."""
+    if not isinstance(value, Tensor) or value.shape not in ((), (1,)):
+        raise ValueError(f"For '{name}', expected a Tensor of shape () or (1,), but got {value!r}.")
+    number = float(value.asnumpy().reshape(-1)[0])
+    if not 0 < number <= MAX_LOSS_SCALE:
+        raise ValueError(f"For '{name}', the loss scale must be in (0, 2**64], but got {number}.")
+
+
 def scale_sense_and_policy(scale_sense):
     """``(Parameter 'scale_sense', policy Cell)`` from a loss-scale update Cell or a Tensor of shape () or (1,).
 
@@ -87,8 +99,7 @@ def scale_sense_and_policy(scale_sense):
         value = Tensor(np.float32(scale_sense.get_loss_scale()))
         return Parameter(value, name="scale_sense", requires_grad=False), scale_sense
     if isinstance(scale_sense, Tensor):
-        if scale_sense.shape not in ((), (1,)):
-            raise ValueError(f"For 'scale_sense', a Tensor must have shape () or (1,), but got {scale_sense.shape}.")
+        check_scale_value("scale_sense", scale_sense)
         value = Tensor(scale_sense.asnumpy().astype(np.float32))
         return (Parameter(value, name="scale_sense", requires_grad=False),
                 nn.FixedLossScaleUpdateCell(float(value.asnumpy().reshape(-1)[0])))

@@ -11,7 +11,7 @@ from .auto_boost import latest_config
 from .config import BoostConfig
 from .distributed import make_grad_reducer, parallel_info
 from .grad_accumulation import GradientAccumulation
-from .loss_scale import policy_from_config, scale_sense_and_policy
+from .loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
 from .overflow import make_overflow_detector
 from .updates import ApplyGradients
 
@@ -124,9 +124,8 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         self.identity = ops.Identity()
 
     def set_sense_scale(self, sens):
-        """Set the loss scale to ``sens`` (Tensor of shape () or (1,))."""
-        if not isinstance(sens, Tensor) or sens.shape not in ((), (1,)):
-            raise ValueError(f"For 'set_sense_scale', 'sens' must be a Tensor of shape () or (1,), but got {sens!r}.")
+        """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a value in (0, 2**64])."""
+        check_scale_value("set_sense_scale", sens)
         self.scale_sense.set_data(sens.astype(self.scale_sense.dtype).reshape(self.scale_sense.shape))
 
     def construct(self, *inputs):
@@ -149,12 +148,19 @@ def build_train_network(network_with_loss, optimizer, config, loss_scale_manager
     A ``loss_scale_manager`` (MindSpore's ``DynamicLossScaleManager``/``FixedLossScaleManager``) or the config's
     ``"loss_scale"`` section gives a ``BoostTrainOneStepWithLossScaleCell`` (the manager wins when both are
     given); otherwise a ``BoostTrainOneStepCell``.
+
+    Raises:
+        ValueError: a ``FixedLossScaleManager(drop_overflow_update=False)``, which asks to apply overflowing
+            updates: these cells always skip them.
     """
     config = BoostConfig.coerce(config)
     if loss_scale_manager is not None:
         policy = loss_scale_manager.get_update_cell()
-        scale_sense = policy if policy is not None else Tensor(float(loss_scale_manager.get_loss_scale()))
-        return BoostTrainOneStepWithLossScaleCell(network_with_loss, optimizer, scale_sense, boost_config=config)
+        if policy is None:
+            raise ValueError("For 'build_train_network', the loss_scale_manager has drop_overflow_update=False, which "
+                             "applies updates with non-finite gradients; boost_cells always skips them. Use "
+                             "FixedLossScaleManager(scale, drop_overflow_update=True).")
+        return BoostTrainOneStepWithLossScaleCell(network_with_loss, optimizer, policy, boost_config=config)
     if config.loss_scale is not None:
         return BoostTrainOneStepWithLossScaleCell(network_with_loss, optimizer, policy_from_config(config.loss_scale),
                                                   boost_config=config)

@@ -59,6 +59,7 @@ def test_enable_all_is_refused_while_features_are_missing():
     ({"loss_scale": {"init": 8.0, "min_scale": 16.0}}, "'loss_scale.init' must be in \\[min_scale"),
     ({"loss_scale": {"init": 2.0 ** 30}}, "'loss_scale.init' must be in"),
     ({"loss_scale": {"window": 0}}, "'loss_scale.window' must be an int >= 1"),
+    ({"loss_scale": {"max_scale": 1e300}}, "'loss_scale.max_scale' must be a number in \\(0, 2\\*\\*64\\]"),
     ({"dim_reduce": {"rho": 2}}, "'dim_reduce.rho' must be a number in \\(0, 1\\)"),
     ({"boost": {"adasum": True}}, "set 'boost.mode' to 'manual'"),
     ({"boost": {"mode": "manual", "dim_reduce": True}}, "feature 'dim_reduce' is switched on"),

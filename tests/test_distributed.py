@@ -3,11 +3,6 @@
 Each job runs many scenarios of tests/distributed/worker.py (launching costs ~20 s); every job has a timeout and
 is killed as a process group when it runs past it, so a hang fails the test instead of the suite.
 """
-import os
-import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,39 +12,14 @@ from mindspore import Tensor
 
 from boost_cells import BoostTrainOneStepCell
 from tests.helpers import NumpyOptimizer, batch, linear_setup, numpy_adasum, numpy_mse_grads
+from tests.launch import msrun
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKER = ROOT / "tests" / "distributed" / "worker.py"
+WORKER = Path(__file__).resolve().parent / "distributed" / "worker.py"
 ROWS = 4
 ADASUM_SHAPES = [(3, 4), (3,), (2, 2, 2), (5,)]
 TWO_WORKER_SCENARIOS = ["o0", "planted_inf", "accumulate", "accumulate_loss_scaled", "reduce_every_micro_step",
                         "adasum_combine", "adasum_train", "adasum_accumulate", "adasum_bad_rank_count"]
 FOUR_WORKER_SCENARIOS = ["adasum_combine", "adasum_train", "adasum_train_groups_of_2", "accumulate_loss_scaled"]
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def msrun(workers, args, log_dir, timeout):
-    """Run ``msrun`` with ``workers`` local workers; returns (exit code, console output + worker logs)."""
-    bin_dir = os.path.dirname(sys.executable)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT),
-           "GLOG_v": "3"}
-    command = [os.path.join(bin_dir, "msrun"), f"--worker_num={workers}", f"--local_worker_num={workers}",
-               f"--master_port={free_port()}", "--join=True", f"--log_dir={log_dir}", *map(str, args)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                               cwd=ROOT, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"msrun job {args} ran past {timeout} s and was killed:\n{output[-3000:]}")
-    logs = "".join(p.read_text(errors="replace") for p in sorted(Path(log_dir).glob("worker_*.log")))
-    return process.returncode, output + logs
 
 
 def run_job(tmp_path_factory, workers, scenarios, timeout):

@@ -72,6 +72,7 @@ def test_state_is_named_parameters():
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"loss_scale_value": 0.5, "min_scale": 1.0}, "min_scale <= loss_scale_value"),
     ({"loss_scale_value": 8.0, "factor": 1.0}, "'factor' must be > 1"),
+    ({"loss_scale_value": 8.0, "max_scale": 3e38}, "max_scale <= 2\\*\\*64"),
     ({"loss_scale_value": 8.0, "window": 0}, "'window' and 'hysteresis'"),
     ({"loss_scale_value": 8.0, "hysteresis": 1.5}, "'window' and 'hysteresis'"),
 ])
@@ -85,7 +86,7 @@ def test_scale_sense_forms():
     assert param.shape == (1,) and isinstance(policy, nn.FixedLossScaleUpdateCell)
     param, policy = scale_sense_and_policy(nn.DynamicLossScaleUpdateCell(32.0, 2, 10))
     assert float(param.asnumpy()) == 32.0
-    with pytest.raises(ValueError, match=r"shape \(\) or \(1,\), but got \(2,\)"):
+    with pytest.raises(ValueError, match=r"shape \(\) or \(1,\), but got"):
         scale_sense_and_policy(Tensor(np.ones(2, np.float32)))
     with pytest.raises(TypeError, match="got float"):
         scale_sense_and_policy(8.0)
