@@ -152,7 +152,7 @@ class AdaSumUpdate(nn.Cell):
             name = ensure_group(f"boost_cells_group_{first}_{device_number}", range(first, first + device_number))
             self.group_reducer = nn.DistributedGradReducer(self.weights, True, device_number, group=name)
         else:
-            self.group_reducer = nn.Identity()
+            self.group_reducer = None
         self.old_weights = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32), w.dtype),
                                                     name="adasum.old." + w.name, requires_grad=False)
                                           for w in self.weights)
@@ -160,7 +160,8 @@ class AdaSumUpdate(nn.Cell):
         self.hyper_map = ops.HyperMap()
 
     def construct(self, loss, grads):
-        grads = self.group_reducer(grads)
+        if self.group_reducer is not None:
+            grads = self.group_reducer(grads)
         saved = self.hyper_map(_store, self.old_weights, self.weights)
         loss = ops.depend(loss, self.optimizer(ops.depend(grads, saved)))
         deltas = self.hyper_map(ops.partial(_delta, loss), self.old_weights, self.weights)

@@ -5,11 +5,10 @@ backends; AllGather and Broadcast (world group only on CPU), ReduceScatter and S
 
 """
 import mindspore as ms
-from mindspore import nn, ops
+from mindspore import nn
 from mindspore.communication import GlobalComm, create_group, get_group_size, get_rank
-from mindspore.common import dtype as mstype
 
-__all__ = ["ParallelInfo", "parallel_info", "OverflowAllReduce", "make_grad_reducer", "ensure_group"]
+__all__ = ["ParallelInfo", "parallel_info", "make_grad_reducer", "ensure_group"]
 
 _DATA_PARALLEL_MODES = ("data_parallel", "hybrid_parallel")
 _created_groups = set()
@@ -48,24 +47,7 @@ def ensure_group(name, ranks):
 
 
 def make_grad_reducer(weights, info, group=GlobalComm.WORLD_COMM_GROUP, degree=None):
-    """Identity when stand-alone, else MindSpore's ``DistributedGradReducer`` over ``group``."""
+    """None when stand-alone (nothing to reduce), else MindSpore's ``DistributedGradReducer`` over ``group``."""
     if not info.distributed:
-        return nn.Identity()
+        return None
     return nn.DistributedGradReducer(weights, info.gradients_mean, degree or info.size, group=group)
-
-
-class OverflowAllReduce(nn.Cell):
-    """All ranks agree on overflow: True on every rank if it is True on any.
-
-    Inputs:
-        overflow (Tensor): bool scalar, this rank's flag.
-    Outputs:
-        Tensor, bool scalar, identical on every rank.
-    """
-
-    def __init__(self):
-        super().__init__()
-        self.all_reduce = ops.AllReduce()
-
-    def construct(self, overflow):
-        return self.all_reduce(ops.cast(overflow, mstype.float32)) > 0

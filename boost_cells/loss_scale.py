@@ -30,7 +30,8 @@ class DynamicLossScaleUpdate(nn.Cell):
 
     Parameters (state, checkpointed):
         loss_scale.clean_steps (int32): consecutive clean steps since the last overflow or growth.
-        loss_scale.overflows_left (int32): overflows still tolerated before the scale is lowered.
+        loss_scale.overflows_left (int32): overflows still tolerated before the scale is lowered (stays at 1, and
+            is not touched, when ``hysteresis == 1``).
 
     Inputs: ``loss_scale`` (Parameter, float32 scalar, updated in place), ``overflow`` (bool scalar).
     Outputs: ``overflow``, unchanged.
@@ -62,19 +63,18 @@ class DynamicLossScaleUpdate(nn.Cell):
         return self.loss_scale_value
 
     def construct(self, loss_scale, overflow):
-        clean = self.clean_steps + 1
-        grow = ops.logical_and(ops.logical_not(overflow), clean >= self.window)
-        left = self.overflows_left - 1
-        lower = ops.logical_and(overflow, left <= 0)
-        grown = ops.minimum(loss_scale * self.factor, self.max_scale)
-        lowered = ops.maximum(loss_scale / self.factor, self.min_scale)
-        new_scale = ops.select(grow, grown, ops.select(lower, lowered, loss_scale))
-        zero = ops.zeros_like(clean)
-        new_clean = ops.select(ops.logical_or(overflow, grow), zero, clean)
-        reset = ops.fill(mstype.int32, (), self.hysteresis)
-        new_left = ops.select(ops.logical_or(grow, lower), reset, ops.select(overflow, left, self.overflows_left))
-        ops.assign(self.clean_steps, new_clean)
-        ops.assign(self.overflows_left, new_left)
+        clean = (self.clean_steps + 1) * ops.cast(ops.logical_not(overflow), mstype.int32)
+        grow = clean >= self.window
+        if self.hysteresis == 1:
+            lower = overflow
+        else:
+            left = self.overflows_left - ops.cast(overflow, mstype.int32)
+            lower = left <= 0
+            reset = ops.logical_or(grow, lower)
+            ops.assign(self.overflows_left, ops.select(reset, ops.full_like(left, self.hysteresis), left))
+        new_scale = ops.select(lower, ops.maximum(loss_scale / self.factor, self.min_scale),
+                               ops.select(grow, ops.minimum(loss_scale * self.factor, self.max_scale), loss_scale))
+        ops.assign(self.clean_steps, ops.select(grow, ops.zeros_like(clean), clean))
         return ops.depend(overflow, ops.assign(loss_scale, new_scale))
 
 

@@ -15,8 +15,6 @@ from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops.operations.math_ops import NPUClearFloatStatusV2, NPUGetFloatStatusV2
 
-from .distributed import OverflowAllReduce
-
 __all__ = ["FiniteCheck", "NPUFloatStatusCheck", "make_overflow_detector", "any_non_finite"]
 
 
@@ -31,31 +29,18 @@ def any_non_finite(tensors):
     return ops.logical_not(ops.isfinite(ops.addn([(t * 0).sum() for t in tensors])))
 
 
-class _Agree(nn.Cell):
-    """Identity on the flag when stand-alone, an all-reduce of it when distributed."""
-
-    def __init__(self, distributed):
-        super().__init__()
-        self.reduce = OverflowAllReduce() if distributed else None
-
-    def construct(self, overflow):
-        if self.reduce is None:
-            return overflow
-        return self.reduce(overflow)
-
-
 class FiniteCheck(nn.Cell):
     """Fused finiteness check of the gradients, for CPU, GPU and Ascend in inf/nan mode.
 
     Args:
-        distributed (bool): all-reduce the flag so every rank decides alike.
+        distributed (bool): all-reduce the flag (True on every rank if on any) so every rank decides alike.
         use_all_finite_kernel (bool): use ``mindspore.amp.all_finite`` (Ascend's fused AllFinite kernel)
             instead of ``any_non_finite``.
     """
 
     def __init__(self, distributed=False, use_all_finite_kernel=False):
         super().__init__()
-        self.agree = _Agree(distributed)
+        self.all_reduce = ops.AllReduce() if distributed else None
         self.use_all_finite_kernel = use_all_finite_kernel
         self.dummy_status = Tensor(0, mstype.int32)
 
@@ -67,7 +52,9 @@ class FiniteCheck(nn.Cell):
             overflow = ops.logical_not(amp.all_finite(grads))
         else:
             overflow = any_non_finite(grads)
-        return self.agree(overflow)
+        if self.all_reduce is not None:
+            overflow = self.all_reduce(ops.cast(overflow, mstype.float32)) > 0
+        return overflow
 
 
 class NPUFloatStatusCheck(nn.Cell):

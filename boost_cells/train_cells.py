@@ -137,9 +137,10 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(scale)), grads)
         overflow = self.overflow_detector(status, grads)
         overflow = self.loss_scale_policy(self.scale_sense, overflow)
+        new_scale = self.identity(ops.depend(self.scale_sense, overflow))
         if not overflow:
-            loss = self.update(loss, grads)
-        return loss, overflow, self.identity(ops.depend(self.scale_sense, overflow))
+            self.update(loss, grads)
+        return loss, overflow, new_scale
 
 
 def build_train_network(network_with_loss, optimizer, config, loss_scale_manager=None):

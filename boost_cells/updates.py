@@ -13,14 +13,16 @@ class ApplyGradients(nn.Cell):
     """Reduce the gradients across ranks, then take one optimizer step.
 
     Args:
-        optimizer (Cell): the optimizer. grad_reducer (Cell): identity or ``DistributedGradReducer``;
-            default identity.
+        optimizer (Cell): the optimizer. grad_reducer (Cell): a ``DistributedGradReducer``, or None (default)
+            when stand-alone (no cell at all: every sub-cell costs host time on each call).
     """
 
     def __init__(self, optimizer, grad_reducer=None):
         super().__init__(auto_prefix=False)
         self.optimizer = optimizer
-        self.grad_reducer = grad_reducer if grad_reducer is not None else nn.Identity()
+        self.grad_reducer = grad_reducer
 
     def construct(self, loss, grads):
-        return ops.depend(loss, self.optimizer(self.grad_reducer(grads)))
+        if self.grad_reducer is not None:
+            grads = self.grad_reducer(grads)
+        return ops.depend(loss, self.optimizer(grads))
