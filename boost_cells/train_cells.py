@@ -49,7 +49,26 @@ def _check_cells(name, network, optimizer):
                         f"{type(optimizer).__name__}.")
 
 
-class BoostTrainOneStepCell(nn.Cell):
+class _PhaseCachingCell(nn.Cell):
+    """A Cell whose ``compile_phase`` setter skips the sub-cell walk when the phase is unchanged.
+
+    In GRAPH_MODE, every call sets ``compile_phase`` and ``nn.Cell`` pushes it down the whole sub-cell tree
+    (~11 us per cell on CPU: 125 us of a 2 ms MLP step), then looks the phase up in its compile cache. An unchanged
+    phase always means a cache hit, so no compile ever follows a skipped walk; a new phase (new input shapes,
+    say) still walks the tree before compiling.
+    """
+
+    @property
+    def compile_phase(self):
+        return self._compile_phase
+
+    @compile_phase.setter
+    def compile_phase(self, value):
+        if value != self._compile_phase:
+            nn.Cell.compile_phase.fset(self, value)
+
+
+class BoostTrainOneStepCell(_PhaseCachingCell):
     """One training step with the features of a boost config.
 
     Drop-in for ``mindspore.boost.BoostTrainOneStepCell``, but it returns the loss (the reference returns None

@@ -166,3 +166,25 @@ def test_build_train_network_with_loss_scale_manager(graph_mode):
         build_train_network(net_with_loss, opt, {"level": "O0"},
                             loss_scale_manager=ms.amp.FixedLossScaleManager(64.0, drop_overflow_update=False))
     assert isinstance(build_train_network(net_with_loss, opt, "configs/O0.json"), BoostTrainOneStepCell)
+
+
+def test_new_shapes_and_interleaved_eval_still_compile_correctly(graph_mode):
+    """The train cells skip the compile_phase walk when the phase is unchanged (a cache hit, so no compile
+    follows). Whenever the phase changes, as for a new input shape, the walk must run before the compile, and
+    training must match the control throughout, with the sub-network evaluated (compiled on its own) in between."""
+    net, net_with_loss, opt = linear_setup("momentum")
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, Tensor(4.0), boost_config=O0)
+    control, control_with_loss, control_opt = linear_setup("momentum")
+    control_cell = nn.TrainOneStepCell(control_with_loss, control_opt)
+    phases = set()
+    for n in (8, 8, 5, 8, 5):
+        x, y = (Tensor(a) for a in batch(n=n, seed=n))
+        phase_before = cell.compile_phase
+        cell(x, y)
+        control_cell(x, y)
+        if cell.compile_phase != phase_before:
+            assert all(sub.compile_phase == cell.compile_phase for _, sub in cell.cells_and_names())
+        phases.add(cell.compile_phase)
+        np.testing.assert_array_equal(net(x).asnumpy(), control(x).asnumpy())
+    assert len(phases) == 2
+    assert_same_weights(net, control)
