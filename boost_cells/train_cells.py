@@ -153,7 +153,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         status, sens = self.overflow_detector.start(
             loss, ops.ones_like(loss) * ops.cast(ops.reshape(scale, ()), loss.dtype))
         grads = self.grad(self.network, self.weights)(*inputs, sens)
-        grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(scale)), grads)
+        grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(ops.reshape(scale, ()))), grads)
         overflow = self.overflow_detector(status, grads)
         overflow = self.loss_scale_policy(self.scale_sense, overflow)
         new_scale = self.identity(ops.depend(self.scale_sense, overflow))

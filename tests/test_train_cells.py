@@ -84,6 +84,27 @@ def test_scale_sense_forms_train(graph_mode, scale_sense):
     assert_same_weights(net, control)
 
 
+class ScaledLinear(nn.Cell):
+    """Linear with a learnable scalar gain: a parameter of shape ()."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = Linear()
+        self.gain = ms.Parameter(Tensor(1.5, ms.float32), name="gain")
+
+    def construct(self, x):
+        return self.linear(x) * self.gain
+
+
+def test_scalar_parameter_keeps_its_shape_under_shape_1_scale(mode):
+    net = ScaledLinear()
+    net_with_loss = nn.WithLossCell(net, nn.MSELoss())
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, nn.SGD(net.trainable_params(), 0.1), Tensor([8.0]),
+                                              boost_config=O0)
+    cell(*(Tensor(a) for a in batch()))
+    assert net.gain.shape == () and float(net.gain.asnumpy()) != 1.5
+
+
 def test_set_sense_scale(graph_mode):
     _, net_with_loss, opt = linear_setup()
     cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, Tensor(8.0), boost_config=O0)
