@@ -16,8 +16,8 @@ norms; both ranks then compute ``a.b = (|S|^2 - |a|^2 - |b|^2) / 2`` and the coe
 the second sums each rank's coefficient-weighted vector into ``c_a a + c_b b``. A sum of two floats does not
 depend on their order, so both ranks hold bit-identical results and the replicas never drift (deriving the
 partner's vector as ``S - g`` would round differently on the two ranks). Per-tensor sums use segment sums over
-one flat vector: a fixed number of ops however many tensors the network has. A tensor with ``|a|^2 = 0`` takes
-coefficient 1 for the other side (``adasum(0, b) = b``).
+one flat vector: a fixed number of ops however many tensors the network has. A tensor with ``|a|^2 = 0`` contributes
+nothing and leaves ``b``'s coefficient at 1 (``adasum(0, b) = b``).
 """
 import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
@@ -107,9 +107,8 @@ class AdaSum(nn.Cell):
         norm_b = summed[self.total + self.tensor_count:]
         dot = (self._tensor_sums(pair_sum * pair_sum) - norm_a - norm_b) / 2
         norm = norm_a if role == 0 else norm_b
-        positive = norm > 0
-        coef = 1 - ops.select(positive, dot / (2 * ops.select(positive, norm, ops.ones_like(norm))),
-                              ops.zeros_like(dot))
+        # A zero norm means this rank's tensor is all zeros: any finite coefficient contributes exactly 0.
+        coef = 1 - dot / (2 * ops.select(norm > 0, norm, ops.ones_like(norm)))
         return all_reduce(ops.gather(coef, self.segment_ids, 0) * flat)
 
     def combine(self, delta_weights):
