@@ -27,6 +27,11 @@ def linear_setup(optimizer="sgd", lr=0.1, momentum=0.9, seed=0):
     return net, net_with_loss, opt
 
 
+def accumulation(k):
+    """A boost config dict with gradient accumulation over ``k`` micro-steps."""
+    return {"boost": {"mode": "manual", "grad_accumulation": True}, "grad_accumulation": {"grad_accumulation_step": k}}
+
+
 def batch(n=8, seed=1, n_in=4, n_out=3):
     rng = np.random.RandomState(seed)
     return rng.randn(n, n_in).astype(np.float32), rng.randn(n, n_out).astype(np.float32)

@@ -6,11 +6,7 @@ from mindspore import Tensor, nn
 
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          GradientAccumulation)
-from tests.helpers import NumpyOptimizer, batch, linear_setup, numpy_mse_grads, weights_of
-
-
-def accumulation(k):
-    return {"boost": {"mode": "manual", "grad_accumulation": True}, "grad_accumulation": {"grad_accumulation_step": k}}
+from tests.helpers import NumpyOptimizer, accumulation, batch, linear_setup, numpy_mse_grads, weights_of
 
 
 def numpy_big_batch(net, batches, optimizer):

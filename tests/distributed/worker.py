@@ -16,14 +16,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from boost_cells import (AdaSum, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,  # noqa: E402
                          DynamicLossScaleUpdate, GradientAccumulation)
 from boost_cells.distributed import make_grad_reducer, parallel_info  # noqa: E402
-from tests.helpers import batch, linear_setup  # noqa: E402
+from tests.helpers import accumulation, batch, linear_setup  # noqa: E402
 
 ROWS = 4  # rows per rank per micro-batch
 ADASUM_SHAPES = [(3, 4), (3,), (2, 2, 2), (5,)]
-
-
-def accumulation(k):
-    return {"boost": {"mode": "manual", "grad_accumulation": True}, "grad_accumulation": {"grad_accumulation_step": k}}
 
 
 def adasum_config(device_number):
@@ -107,11 +103,19 @@ def scenario_reduce_every_micro_step(rank, size):
     return weights(net)
 
 
-def scenario_adasum_combine(rank, size):
-    """AdaSum of per-rank random deltas (one group per rank), seeds 100 + rank; a zero tensor included."""
+def adasum_deltas(rank):
+    """Rank ``rank``'s random deltas for ADASUM_SHAPES (seed 100 + rank); the last tensor is all zeros on even
+    ranks, so the first level combines zero with non-zero (adasum(0, b) = b)."""
     rng = np.random.RandomState(100 + rank)
-    deltas = [rng.randn(*shape).astype(np.float32) for shape in ADASUM_SHAPES[:-1]]
-    deltas.append(np.zeros(ADASUM_SHAPES[-1], np.float32))
+    deltas = [rng.randn(*shape).astype(np.float32) for shape in ADASUM_SHAPES]
+    if rank % 2 == 0:
+        deltas[-1][:] = 0
+    return deltas
+
+
+def scenario_adasum_combine(rank, size):
+    """AdaSum of per-rank random deltas (one group per rank), a tensor that is zero on some ranks included."""
+    deltas = adasum_deltas(rank)
     params = [ms.Parameter(Tensor(d), name=f"p{i}") for i, d in enumerate(deltas)]
     combined = AdaSum(rank, 1, size, params).combine(tuple(Tensor(d) for d in deltas))
     return {f"t{i}": c.asnumpy() for i, c in enumerate(combined)}
