@@ -45,7 +45,7 @@ def worker(args):
     import mindspore as ms
     from mindspore import Parameter, Tensor, nn, ops
     from mindspore.common import dtype as mstype
-    from mindspore.communication import get_group_size, get_rank, init
+    from mindspore.communication import get_rank, init
 
     from boost_cells import BoostTrainOneStepCell
     from tests.distributed.worker import ReduceEveryMicroStep
@@ -53,7 +53,7 @@ def worker(args):
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     init()
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
-    rank, size = get_rank(), get_group_size()
+    rank = get_rank()
 
     class CountingReducer(nn.Cell):
         """The gradient reducer, counting how often it runs (a Parameter, so only executed calls count)."""

@@ -2,7 +2,6 @@
 
 Every collective used here (AllReduce, also on sub-groups made by ``create_group``) exists on the CPU, NCCL and HCCL
 backends; AllGather and Broadcast (world group only on CPU), ReduceScatter and Send/Receive are avoided.
-
 """
 import mindspore as ms
 from mindspore import nn

@@ -79,12 +79,13 @@ class DynamicLossScaleUpdate(nn.Cell):
 
 
 def check_scale_value(name, value):
-    """Raise unless ``value`` (Tensor of shape () or (1,)) is a usable loss scale in (0, 2**64]."""
+    """``value`` (Tensor of shape () or (1,)) as a float; raises unless it is a loss scale in (0, 2**64]."""
     if not isinstance(value, Tensor) or value.shape not in ((), (1,)):
         raise ValueError(f"For '{name}', expected a Tensor of shape () or (1,), but got {value!r}.")
     number = float(value.asnumpy().reshape(-1)[0])
     if not 0 < number <= MAX_LOSS_SCALE:
         raise ValueError(f"For '{name}', the loss scale must be in (0, 2**64], but got {number}.")
+    return number
 
 
 def scale_sense_and_policy(scale_sense):
@@ -99,10 +100,9 @@ def scale_sense_and_policy(scale_sense):
         value = Tensor(np.float32(scale_sense.get_loss_scale()))
         return Parameter(value, name="scale_sense", requires_grad=False), scale_sense
     if isinstance(scale_sense, Tensor):
-        check_scale_value("scale_sense", scale_sense)
+        number = check_scale_value("scale_sense", scale_sense)
         value = Tensor(scale_sense.asnumpy().astype(np.float32))
-        return (Parameter(value, name="scale_sense", requires_grad=False),
-                nn.FixedLossScaleUpdateCell(float(value.asnumpy().reshape(-1)[0])))
+        return Parameter(value, name="scale_sense", requires_grad=False), nn.FixedLossScaleUpdateCell(number)
     raise TypeError("For 'scale_sense', expected a loss-scale update Cell or a Tensor of shape () or (1,), but got "
                     f"{type(scale_sense).__name__}.")
 

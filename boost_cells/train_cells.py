@@ -4,7 +4,7 @@ Everything is decided in ``__init__`` (features, parallel mode, target); ``const
 strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or beside the gradient computation
 (gradient freezing: which parameters get gradients on a step; group loss scales: a scale per parameter group).
 """
-from mindspore import Tensor, nn, ops
+from mindspore import nn, ops
 
 from .adasum import AdaSumUpdate
 from .auto_boost import latest_config
@@ -149,11 +149,10 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
-        scale = self.scale_sense
-        status, sens = self.overflow_detector.start(
-            loss, ops.ones_like(loss) * ops.cast(ops.reshape(scale, ()), loss.dtype))
+        scale = ops.reshape(self.scale_sense, ())
+        status, sens = self.overflow_detector.start(loss, ops.ones_like(loss) * ops.cast(scale, loss.dtype))
         grads = self.grad(self.network, self.weights)(*inputs, sens)
-        grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(ops.reshape(scale, ()))), grads)
+        grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(scale)), grads)
         overflow = self.overflow_detector(status, grads)
         overflow = self.loss_scale_policy(self.scale_sense, overflow)
         new_scale = self.identity(ops.depend(self.scale_sense, overflow))

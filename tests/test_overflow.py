@@ -1,13 +1,12 @@
 """Overflow detection: the fused finiteness check, a float16 network, and the Ascend float-status ordering."""
 import numpy as np
-import mindspore as ms
 import pytest
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from boost_cells import BoostTrainOneStepWithLossScaleCell, NPUFloatStatusCheck
 from boost_cells.overflow import FiniteCheck, any_non_finite, make_overflow_detector
-from tests.helpers import batch, linear_setup, weights_of
+from tests.helpers import batch, weights_of
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
