@@ -3,12 +3,10 @@
 Loss-scaled training that runs on CPU, GPU and Ascend, gradient accumulation and AdaSum, configured by a
 validated JSON boost config, stand-alone or data-parallel.
 """
-from .adasum import AdaSum
 from .auto_boost import AutoBoost
 from .config import BoostConfig
-from .grad_accumulation import GradientAccumulation
-from .loss_scale import DynamicLossScaleUpdate
-from .overflow import FiniteCheck, NPUFloatStatusCheck
+from .scaling import DynamicLossScaleUpdate, FiniteCheck, NPUFloatStatusCheck
+from .updates import AdaSum, GradientAccumulation
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 
 __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell",

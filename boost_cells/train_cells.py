@@ -6,14 +6,12 @@ strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or
 """
 from mindspore import nn, ops
 
-from .adasum import AdaSumUpdate
 from .auto_boost import latest_config
 from .config import BoostConfig
 from .distributed import make_grad_reducer, parallel_info
-from .grad_accumulation import GradientAccumulation
-from .loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
-from .overflow import make_overflow_detector
-from .updates import ApplyGradients
+from .scaling.loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
+from .scaling.overflow import make_overflow_detector
+from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
            "make_update_strategy"]

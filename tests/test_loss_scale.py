@@ -5,7 +5,7 @@ from mindspore import Parameter, Tensor, nn
 from mindspore.common import dtype as mstype
 
 from boost_cells import DynamicLossScaleUpdate
-from boost_cells.loss_scale import policy_from_config, scale_sense_and_policy
+from boost_cells.scaling.loss_scale import policy_from_config, scale_sense_and_policy
 
 
 def numpy_policy(init, factor, window, min_scale, max_scale, hysteresis, overflows):

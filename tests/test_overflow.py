@@ -5,7 +5,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from boost_cells import BoostTrainOneStepWithLossScaleCell, NPUFloatStatusCheck
-from boost_cells.overflow import FiniteCheck, any_non_finite, make_overflow_detector
+from boost_cells.scaling.overflow import FiniteCheck, any_non_finite, make_overflow_detector
 from tests.helpers import batch, weights_of
 
 

@@ -1,9 +1,4 @@
-"""Update strategies: what a train cell does with a step's gradients.
-
-Contract shared by every strategy: a Cell ``construct(loss, grads) -> loss``, given this rank's unscaled,
-finite gradients; it owns their cross-rank reduction (so accumulation can reduce once per cycle and AdaSum can
-replace the mean), applies the update, and returns ``loss`` made to depend on it.
-"""
+"""The plain update strategy: reduce the gradients across ranks, then one optimizer step."""
 from mindspore import nn, ops
 
 __all__ = ["ApplyGradients"]

@@ -8,7 +8,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from .config import MAX_LOSS_SCALE
+from ..config import MAX_LOSS_SCALE
 
 __all__ = ["DynamicLossScaleUpdate", "scale_sense_and_policy", "policy_from_config"]
 

@@ -3,7 +3,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from .updates import ApplyGradients
+from .apply import ApplyGradients
 
 __all__ = ["GradientAccumulation"]
 

@@ -23,7 +23,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from .distributed import ensure_group
+from ..distributed import ensure_group
 
 __all__ = ["AdaSum", "AdaSumUpdate", "adasum_groups"]
 
