@@ -4,13 +4,13 @@ Loss-scaled training that runs on CPU, GPU and Ascend, gradient accumulation and
 validated JSON boost config, stand-alone or data-parallel.
 """
 from .auto_boost import AutoBoost
-from .config import BoostConfig
+from .config import BoostConfig, BoostConfigWarning
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, NPUFloatStatusCheck
 from .updates import AdaSum, GradientAccumulation
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 
-__all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell",
-           "DynamicLossScaleUpdate", "FiniteCheck", "GradientAccumulation", "NPUFloatStatusCheck",
-           "build_train_network"]
+__all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostTrainOneStepCell",
+           "BoostTrainOneStepWithLossScaleCell", "DynamicLossScaleUpdate", "FiniteCheck", "GradientAccumulation",
+           "NPUFloatStatusCheck", "build_train_network"]
 
 __version__ = "0.1.0"

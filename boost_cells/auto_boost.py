@@ -23,7 +23,8 @@ class AutoBoost:
     Args:
         level (str): "O0", "O1" or "O2". Default: "O0". Any other value raises (the reference silently uses O0).
         boost_config_dict (dict or str): a config dict in ``boost_config_dict`` format, a path to a JSON file, or
-            "" for the level's defaults. Default: "".
+            "" for the level's defaults. Default: "". A config without a ``"level"`` key takes ``level``; one
+            whose ``"level"`` differs from ``level`` is an error.
 
     Attributes:
         boost_config (dict): the six resolved feature switches (a fresh copy on each access).
@@ -37,13 +38,7 @@ class AutoBoost:
         global _latest
         if boost_config_dict == "" or boost_config_dict is None:
             boost_config_dict = {}
-        if isinstance(boost_config_dict, dict):
-            self.config = BoostConfig.from_dict(boost_config_dict, level=level)
-        else:
-            self.config = BoostConfig.coerce(boost_config_dict)
-            if self.config.level_name != level:
-                raise ValueError(f"For 'AutoBoost', level {level!r} disagrees with the config file's level "
-                                 f"{self.config.level_name!r}.")
+        self.config = BoostConfig.coerce(boost_config_dict, level=level)
         self.level = level
         self.boost_config_dict = boost_config_dict
         _latest = self.config

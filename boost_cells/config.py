@@ -2,18 +2,23 @@
 
 The JSON format is ``mindspore.boost``'s ``boost_config_dict`` plus a top-level ``"level"`` key and an optional
 ``"loss_scale"`` section. Resolution follows the reference: the level gives the six feature switches; mode
-``manual`` overrides them from the ``"boost"`` section, ``enable_all``/``disable_all`` force them, ``auto`` keeps
-the level's. Unlike the reference, nothing is silently ignored: unknown keys, wrong types, out-of-range values,
-unknown levels and switches that contradict a non-manual mode raise an error naming the key path.
+``manual`` starts from the level's switches and overrides the ones the ``"boost"`` section lists,
+``enable_all``/``disable_all`` force them, ``auto`` keeps the level's; with ``dim_reduce`` on, every other feature is
+off. What the reference accepts and gives a meaning to works here too, with a ``BoostConfigWarning`` where it is
+likely a mistake (a switch that its non-manual mode ignores, two differing accumulation step counts, accumulation
+over one step). What is meaningless is an error naming the key path: unknown keys (the nearest valid key is
+suggested), wrong types, out-of-range values, unknown levels and modes.
 """
 import copy
 import difflib
 import json
 import math
 import os
+import sys
+import warnings
 from types import MappingProxyType
 
-__all__ = ["BoostConfig", "LEVELS", "FEATURES", "IMPLEMENTED_FEATURES"]
+__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "IMPLEMENTED_FEATURES"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -33,6 +38,19 @@ MAX_LOSS_SCALE = 2.0 ** 64
 
 # Features whose algorithms exist in this package; a config that switches on any other one is refused.
 IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum"})
+
+
+class BoostConfigWarning(UserWarning):
+    """A config that is valid and means what the reference makes it mean, but is likely a mistake."""
+
+
+def _warn(message):
+    """Warn, attributed to the first caller outside boost_cells (the user's line that built the config)."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(0), 1  # pylint: disable=protected-access
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"For 'BoostConfig', {message}", BoostConfigWarning, stacklevel=level)
 
 
 def _is_int(value):
@@ -86,7 +104,8 @@ _SPLIT_GROUPS = _Field([50, 100], lambda v: isinstance(v, list) and all(_is_int(
 
 SCHEMA = MappingProxyType({
     "boost": {"mode": _choice("auto", *MODES), **{name: _bool(False) for name in FEATURES}},
-    "common": {"gradient_split_groups": _SPLIT_GROUPS, "device_number": _int(8, 1)},
+    "common": {"gradient_split_groups": _SPLIT_GROUPS, "device_number": _int(8, 1),
+               "grad_accumulation_step": _int(1, 1)},
     "less_bn": {"fn_flag": _bool(True), "gc_flag": _bool(True)},
     "grad_freeze": {"param_groups": _int(10, 1), "freeze_type": _choice(1, 0, 1),
                     "freeze_p": _Field(0.7, lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
@@ -131,13 +150,47 @@ def _validate_section(name, given):
     return section
 
 
-def _resolve_features(level, boost):
-    """Feature switches from the level and the 'boost' section's mode, as the reference resolves them."""
+def _resolve_features(level, boost, given):
+    """Feature switches from the level and the 'boost' section's mode, as the reference resolves them.
+
+    ``manual`` overrides the level's switches with those listed in ``given`` (the user's 'boost' section);
+    ``enable_all``/``disable_all`` force every switch and ``auto`` keeps the level's, and under those three a
+    listed switch that disagrees is ignored with a warning. With ``dim_reduce`` on, the other features are off
+    (the reference's documented rule), with a warning naming the ones switched off.
+    """
     mode = boost["mode"]
-    if mode == "manual":
-        return {name: boost[name] for name in FEATURES}
     forced = {"enable_all": True, "disable_all": False}.get(mode)
-    return {name: LEVELS[level][name] if forced is None else forced for name in FEATURES}
+    features = {name: LEVELS[level][name] if forced is None else forced for name in FEATURES}
+    listed = {name: boost[name] for name in FEATURES if name in given}
+    if mode == "manual":
+        features.update(listed)
+    else:
+        ignored = {name: value for name, value in listed.items() if value != features[name]}
+        if ignored:
+            _warn(f"mode '{mode}' with level '{level}' ignores the switches {ignored} and uses "
+                  f"{ {name: features[name] for name in ignored} }; set 'boost.mode' to 'manual' to make the "
+                  "listed switches count.")
+    others = sorted(name for name in FEATURES if name != "dim_reduce" and features[name])
+    if features["dim_reduce"] and others:
+        _warn(f"'dim_reduce' is on, so the other features {others} are switched off (dim_reduce trains alone, as "
+              "in mindspore.boost).")
+        features = {name: name == "dim_reduce" for name in FEATURES}
+    return features
+
+
+def _accumulation_step(raw, sections):
+    """The micro-step count: 'grad_accumulation.grad_accumulation_step', else 'common.grad_accumulation_step'
+    (where the reference reads it), else 1; the former wins, with a warning, when both are given and differ."""
+    in_section = raw.get("grad_accumulation", {}).get("grad_accumulation_step")
+    in_common = raw.get("common", {}).get("grad_accumulation_step")
+    if in_section is not None and in_common is not None and in_section != in_common:
+        _warn(f"'grad_accumulation.grad_accumulation_step' ({in_section}) and 'common.grad_accumulation_step' "
+              f"({in_common}) differ; using {in_section}, the 'grad_accumulation' section's.")
+    step = next((value for value in (in_section, in_common) if value is not None),
+                sections["grad_accumulation"]["grad_accumulation_step"])
+    sections["grad_accumulation"]["grad_accumulation_step"] = step
+    sections["common"]["grad_accumulation_step"] = step
+    return step
 
 
 class BoostConfig:
@@ -153,8 +206,11 @@ class BoostConfig:
 
     Raises:
         ValueError: unknown level, mode or key, wrong type or range (the message names the key path and what is
-            allowed), a switch contradicting a non-manual mode, or a feature that boost_cells does not
-            implement yet.
+            allowed), or a feature that boost_cells does not implement yet.
+
+    Warns:
+        BoostConfigWarning: a switch that a non-manual mode ignores, 'dim_reduce' switching other features off,
+            two differing accumulation step counts, accumulation over one step.
     """
 
     def __init__(self, raw):
@@ -165,24 +221,18 @@ class BoostConfig:
         if level not in LEVELS:
             _fail("level", "one of 'O0', 'O1', 'O2'", level)
         sections = {name: _validate_section(name, raw.get(name, {})) for name in SCHEMA}
-        boost_given = raw.get("boost", {})
-        features = _resolve_features(level, sections["boost"])
-        if sections["boost"]["mode"] != "manual":
-            for name in FEATURES:
-                if name in boost_given and boost_given[name] != features[name]:
-                    raise ValueError(
-                        f"For 'BoostConfig', 'boost.{name}' is {boost_given[name]!r} but mode "
-                        f"'{sections['boost']['mode']}' with level '{level}' resolves it to {features[name]!r}; "
-                        "set 'boost.mode' to 'manual' to choose features one by one.")
+        features = _resolve_features(level, sections["boost"], raw.get("boost", {}))
         for name in FEATURES:
             if features[name] and name not in IMPLEMENTED_FEATURES:
                 raise ValueError(
                     f"For 'BoostConfig', feature '{name}' is switched on (level '{level}', mode "
                     f"'{sections['boost']['mode']}') but boost_cells does not implement it yet; implemented "
                     f"features are {sorted(IMPLEMENTED_FEATURES)}. Use mode 'manual' with '{name}': false.")
-        if features["grad_accumulation"] and sections["grad_accumulation"]["grad_accumulation_step"] < 2:
-            _fail("grad_accumulation.grad_accumulation_step", "an int >= 2 when 'grad_accumulation' is on",
-                  sections["grad_accumulation"]["grad_accumulation_step"])
+        step = _accumulation_step(raw, sections)
+        if features["grad_accumulation"] and step == 1:
+            _warn("'grad_accumulation' is on with 'grad_accumulation_step' 1: one micro-step per update, the same as "
+                  "no accumulation, so no accumulation buffers are built. Set the step count to k >= 2 to "
+                  "accumulate k micro-batches per update.")
         scale = sections["loss_scale"]
         if "loss_scale" in raw and scale["min_scale"] > scale["max_scale"]:
             _fail("loss_scale.min_scale", f"<= 'loss_scale.max_scale' ({scale['max_scale']})", scale["min_scale"])
@@ -196,7 +246,9 @@ class BoostConfig:
 
     @classmethod
     def from_dict(cls, config, level=None):
-        """Validate ``config``; ``level`` (if given) must agree with a ``"level"`` key in it."""
+        """Validate ``config``. ``level`` (e.g. ``AutoBoost``'s or ``Model``'s argument) gives the level when the
+        config has no ``"level"`` key, as the reference's level-less config files expect; a ``"level"`` key that
+        differs from it is an error."""
         if not isinstance(config, dict):
             raise TypeError(f"For 'BoostConfig', the config must be a dict, but got {type(config).__name__}.")
         if level is not None:
@@ -207,8 +259,8 @@ class BoostConfig:
         return cls(config)
 
     @classmethod
-    def from_file(cls, path):
-        """Load and validate a JSON config file."""
+    def from_file(cls, path, level=None):
+        """Load and validate a JSON config file; ``level`` as in ``from_dict``."""
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"For 'BoostConfig', config file '{path}' does not exist.")
@@ -217,7 +269,7 @@ class BoostConfig:
                 raw = json.load(handle)
             except json.JSONDecodeError as error:
                 raise ValueError(f"For 'BoostConfig', '{path}' is not valid JSON: {error}") from error
-        return cls.from_dict(raw)
+        return cls.from_dict(raw, level=level)
 
     @classmethod
     def level(cls, level):
@@ -225,14 +277,18 @@ class BoostConfig:
         return cls({"level": level})
 
     @classmethod
-    def coerce(cls, config):
-        """A BoostConfig from a BoostConfig, a dict or a JSON file path."""
+    def coerce(cls, config, level=None):
+        """A BoostConfig from a BoostConfig, a dict or a JSON file path; ``level`` as in ``from_dict`` (a
+        BoostConfig must already have that level)."""
         if isinstance(config, BoostConfig):
+            if level is not None and config.level_name != level:
+                raise ValueError(f"For 'BoostConfig', the level argument {level!r} disagrees with the config's "
+                                 f"level {config.level_name!r}.")
             return config
         if isinstance(config, dict):
-            return cls.from_dict(config)
+            return cls.from_dict(config, level=level)
         if isinstance(config, (str, os.PathLike)):
-            return cls.from_file(config)
+            return cls.from_file(config, level=level)
         raise TypeError("For 'boost_config', expected a BoostConfig, a dict or a JSON file path, but got "
                         f"{type(config).__name__}.")
 
@@ -250,6 +306,12 @@ class BoostConfig:
     def loss_scale(self):
         """The validated ``"loss_scale"`` section, or None when the config has none."""
         return self._sections["loss_scale"] if self._has_loss_scale else None
+
+    @property
+    def accumulation_steps(self):
+        """Micro-steps per update: the configured step count with 'grad_accumulation' on, else 1."""
+        return self._sections["grad_accumulation"]["grad_accumulation_step"] if self._features["grad_accumulation"] \
+            else 1
 
     def enabled(self, feature):
         """Whether ``feature`` (one of FEATURES) is switched on."""

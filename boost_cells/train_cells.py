@@ -4,6 +4,8 @@ Everything is decided in ``__init__`` (features, parallel mode, target); ``const
 strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or beside the gradient computation
 (gradient freezing: which parameters get gradients on a step; group loss scales: a scale per parameter group).
 """
+import warnings
+
 from mindspore import nn, ops
 
 from .auto_boost import latest_config
@@ -34,8 +36,8 @@ def make_update_strategy(config, optimizer, info):
         apply = AdaSumUpdate(optimizer, info, config.section("common")["device_number"])
     else:
         apply = ApplyGradients(optimizer, make_grad_reducer(optimizer.parameters, info))
-    if config.enabled("grad_accumulation"):
-        return GradientAccumulation(config.section("grad_accumulation")["grad_accumulation_step"], optimizer, apply)
+    if config.accumulation_steps > 1:
+        return GradientAccumulation(config.accumulation_steps, optimizer, apply)
     return apply
 
 
@@ -141,7 +143,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         self.identity = ops.Identity()
 
     def set_sense_scale(self, sens):
-        """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a value in (0, 2**64])."""
+        """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""
         check_scale_value("set_sense_scale", sens)
         self.scale_sense.set_data(sens.astype(self.scale_sense.dtype).reshape(self.scale_sense.shape))
 
@@ -164,21 +166,32 @@ def build_train_network(network_with_loss, optimizer, config, loss_scale_manager
 
     A ``loss_scale_manager`` (MindSpore's ``DynamicLossScaleManager``/``FixedLossScaleManager``) or the config's
     ``"loss_scale"`` section gives a ``BoostTrainOneStepWithLossScaleCell`` (the manager wins when both are
-    given); otherwise a ``BoostTrainOneStepCell``.
+    given); otherwise a ``BoostTrainOneStepCell``. ``FixedLossScaleManager(scale, drop_overflow_update=False)``
+    gives, as in MindSpore, a ``BoostTrainOneStepCell`` whose backward pass starts from ``sens=scale`` with no
+    overflow check and no skipped step: the optimizer is expected to divide the scale out (its ``loss_scale``).
 
-    Raises:
-        ValueError: a ``FixedLossScaleManager(drop_overflow_update=False)``, which asks to apply overflowing
-            updates: these cells always skip them.
+    Warns:
+        UserWarning: with ``drop_overflow_update=False``, when the optimizer's ``loss_scale`` differs from the
+            manager's scale, so every update is off by their ratio.
     """
     config = BoostConfig.coerce(config)
     if loss_scale_manager is not None:
         policy = loss_scale_manager.get_update_cell()
         if policy is None:
-            raise ValueError("For 'build_train_network', the loss_scale_manager has drop_overflow_update=False, which "
-                             "applies updates with non-finite gradients; boost_cells always skips them. Use "
-                             "FixedLossScaleManager(scale, drop_overflow_update=True).")
+            return _scaled_without_skipping(network_with_loss, optimizer, config, loss_scale_manager.get_loss_scale())
         return BoostTrainOneStepWithLossScaleCell(network_with_loss, optimizer, policy, boost_config=config)
     if config.loss_scale is not None:
         return BoostTrainOneStepWithLossScaleCell(network_with_loss, optimizer, policy_from_config(config.loss_scale),
                                                   boost_config=config)
     return BoostTrainOneStepCell(network_with_loss, optimizer, boost_config=config)
+
+
+def _scaled_without_skipping(network_with_loss, optimizer, config, scale):
+    """A ``FixedLossScaleManager(scale, drop_overflow_update=False)`` step: ``sens=scale``, nothing skipped."""
+    optimizer_scale = getattr(optimizer, "loss_scale", 1.0)
+    if optimizer_scale != scale:
+        warnings.warn(f"For 'build_train_network', FixedLossScaleManager(drop_overflow_update=False) scales the "
+                      f"gradients by {scale} but the optimizer's loss_scale is {optimizer_scale}, so every update is "
+                      f"off by a factor {scale / optimizer_scale:g}; build the optimizer with loss_scale={scale}.",
+                      UserWarning, stacklevel=3)
+    return BoostTrainOneStepCell(network_with_loss, optimizer, sens=scale, boost_config=config)

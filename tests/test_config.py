@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from boost_cells import AutoBoost, BoostConfig, BoostTrainOneStepCell
-from boost_cells.config import FEATURES, LEVELS
+from boost_cells.config import FEATURES, LEVELS, BoostConfigWarning
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 OFF = dict.fromkeys(FEATURES, False)
@@ -31,14 +31,13 @@ def test_mode_resolution(mode, expected):
     assert dict(config.features) == expected
 
 
-def test_manual_mode_can_switch_off_level_features():
-    config = BoostConfig.from_dict({"level": "O2", "boost": {"mode": "manual", "adasum": True}})
+def test_manual_mode_starts_from_the_level():
+    """As the reference: the level's switches, overridden by the ones the 'boost' section lists."""
+    config = BoostConfig.from_dict({"level": "O2", "boost": {"mode": "manual", "less_bn": False,
+                                                             "grad_freeze": False}})
     assert dict(config.features) == {**OFF, "adasum": True}
-
-
-def test_enable_all_is_refused_while_features_are_missing():
-    with pytest.raises(ValueError, match="not implement"):
-        BoostConfig.from_dict({"boost": {"mode": "enable_all"}})
+    config = BoostConfig.from_dict({"level": "O0", "boost": {"mode": "manual", "adasum": True}})
+    assert dict(config.features) == {**OFF, "adasum": True}
 
 
 @pytest.mark.parametrize("raw, fragment", [
@@ -51,7 +50,8 @@ def test_enable_all_is_refused_while_features_are_missing():
     ({"common": {"device_number": True}}, "'common.device_number' must be an int >= 1"),
     ({"common": {"gradient_split_groups": [100, 50]}}, "'common.gradient_split_groups'"),
     ({"grad_freeze": {"freeze_p": 1.5}}, "'grad_freeze.freeze_p' must be a number in \\[0, 1\\]"),
-    ({"boost": {"mode": "manual", "grad_accumulation": True}}, "grad_accumulation_step' must be an int >= 2"),
+    ({"common": {"grad_accumulation_step": 0}}, "'common.grad_accumulation_step' must be an int >= 1"),
+    ({"grad_accumulation": {"grad_accumulation_step": 2.5}}, "'grad_accumulation.grad_accumulation_step' must be"),
     ({"boost": {"mode": "manual", "grad_accumulation": "yes"}}, "'boost.grad_accumulation' must be a bool"),
     ({"loss_scale": {"type": "dyn"}}, "'loss_scale.type' must be one of 'dynamic', 'static'"),
     ({"loss_scale": {"factor": 1.0}}, "'loss_scale.factor' must be a finite number > 1"),
@@ -61,7 +61,6 @@ def test_enable_all_is_refused_while_features_are_missing():
     ({"loss_scale": {"window": 0}}, "'loss_scale.window' must be an int >= 1"),
     ({"loss_scale": {"max_scale": 1e300}}, "'loss_scale.max_scale' must be a number in \\(0, 2\\*\\*64\\]"),
     ({"dim_reduce": {"rho": 2}}, "'dim_reduce.rho' must be a number in \\(0, 1\\)"),
-    ({"boost": {"adasum": True}}, "set 'boost.mode' to 'manual'"),
     ({"boost": {"mode": "manual", "dim_reduce": True}}, "feature 'dim_reduce' is switched on"),
 ])
 def test_bad_input_names_the_key(raw, fragment):
@@ -140,3 +139,65 @@ def test_autoboost_has_no_singleton_and_never_mutates_levels(graph_mode):
 def test_autoboost_rejects_unknown_level():
     with pytest.raises(ValueError, match="'level' must be one of"):
         AutoBoost("O4", {})
+
+
+def test_switches_beside_a_non_manual_mode_are_ignored_with_a_warning():
+    """The reference's documented format lists every switch beside "mode": "auto" and ignores them there."""
+    with pytest.warns(BoostConfigWarning, match=r"'auto'.*ignores the switches \{'adasum': True\}.*'manual'"):
+        config = BoostConfig.from_dict({"boost": {"mode": "auto", "adasum": True}})
+    assert dict(config.features) == OFF
+    with pytest.warns(BoostConfigWarning, match="disable_all"):
+        config = BoostConfig.from_dict({"boost": {"mode": "disable_all", "grad_accumulation": True}})
+    assert dict(config.features) == OFF
+
+
+def test_agreeing_switches_beside_auto_give_no_warning(recwarn):
+    BoostConfig.from_dict({"boost": {"mode": "auto", **OFF}})
+    assert not [w for w in recwarn if issubclass(w.category, BoostConfigWarning)]
+
+
+def test_accumulation_step_from_the_common_section():
+    """The reference reads the step count from 'common'; its documented format has no 'grad_accumulation'
+    section."""
+    raw = {"boost": {"mode": "manual", "grad_accumulation": True}, "common": {"grad_accumulation_step": 4}}
+    config = BoostConfig.from_dict(raw)
+    assert config.accumulation_steps == 4
+    assert BoostConfig.from_dict(config.to_dict()) == config
+
+
+def test_differing_accumulation_steps_the_section_wins_with_a_warning():
+    raw = {"boost": {"mode": "manual", "grad_accumulation": True}, "common": {"grad_accumulation_step": 4},
+           "grad_accumulation": {"grad_accumulation_step": 3}}
+    with pytest.warns(BoostConfigWarning, match=r"\(3\) and 'common.grad_accumulation_step' \(4\) differ; using 3"):
+        config = BoostConfig.from_dict(raw)
+    assert config.accumulation_steps == 3
+    assert config.to_dict()["common"]["grad_accumulation_step"] == 3
+    assert BoostConfig.from_dict(config.to_dict()) == config
+
+
+def test_accumulation_over_one_step_warns_and_means_no_accumulation():
+    with pytest.warns(BoostConfigWarning, match="'grad_accumulation_step' 1.*no accumulation buffers"):
+        config = BoostConfig.from_dict({"boost": {"mode": "manual", "grad_accumulation": True}})
+    assert config.enabled("grad_accumulation") and config.accumulation_steps == 1
+
+
+def test_enable_all_means_dim_reduce_alone():
+    """Every feature on, then the reference's rule: with dim_reduce on, the others are off. Until dim_reduce
+    exists, the error names it."""
+    with pytest.warns(BoostConfigWarning, match="'dim_reduce' is on, so the other features"):
+        with pytest.raises(ValueError, match="feature 'dim_reduce' is switched on"):
+            BoostConfig.from_dict({"boost": {"mode": "enable_all"}})
+
+
+def test_level_comes_from_the_argument_when_the_file_has_none(tmp_path):
+    """The reference's config files carry no level: it comes from AutoBoost(level, ...) or Model(boost_level=)."""
+    path = tmp_path / "no_level.json"
+    path.write_text(json.dumps({"boost": {"mode": "manual", "less_bn": False, "grad_freeze": False}}))
+    boost = AutoBoost("O2", str(path))
+    assert boost.config.level_name == "O2"
+    assert boost.boost_config == {**OFF, "adasum": True}
+    assert BoostConfig.from_file(path).level_name == "O0"
+    path.write_text(json.dumps({"level": "O0", "boost": {"mode": "manual", "less_bn": False, "grad_freeze": False}}))
+    with pytest.raises(ValueError, match="level argument 'O2' disagrees with the config's 'level' key 'O0'"):
+        AutoBoost("O2", str(path))
+    AutoBoost("O0")

@@ -113,7 +113,7 @@ def test_set_sense_scale(graph_mode):
     with pytest.raises(ValueError, match=r"expected a Tensor of shape \(\) or \(1,\)"):
         cell.set_sense_scale(Tensor(np.ones(3, np.float32)))
     for bad in (np.inf, np.nan, 0.0, -1.0):
-        with pytest.raises(ValueError, match="must be in \\(0, 2\\*\\*64\\]"):
+        with pytest.raises(ValueError, match="must be a finite float32 > 0"):
             cell.set_sense_scale(Tensor(bad))
 
 
@@ -183,9 +183,6 @@ def test_build_train_network_with_loss_scale_manager(graph_mode):
     fixed = ms.amp.FixedLossScaleManager(64.0, drop_overflow_update=True)
     cell = build_train_network(net_with_loss, opt, {"level": "O0"}, loss_scale_manager=fixed)
     assert float(cell(*(Tensor(a) for a in batch()))[2].asnumpy()) == 64.0
-    with pytest.raises(ValueError, match="drop_overflow_update=False"):
-        build_train_network(net_with_loss, opt, {"level": "O0"},
-                            loss_scale_manager=ms.amp.FixedLossScaleManager(64.0, drop_overflow_update=False))
     assert isinstance(build_train_network(net_with_loss, opt, "configs/O0.json"), BoostTrainOneStepCell)
 
 

@@ -78,13 +78,22 @@ class DynamicLossScaleUpdate(nn.Cell):
         return ops.depend(overflow, ops.assign(loss_scale, new_scale))
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def check_scale_value(name, value):
-    """``value`` (Tensor of shape () or (1,)) as a float; raises unless it is a loss scale in (0, 2**64]."""
+    """``value`` (Tensor of shape () or (1,)) as a float; raises unless it is a finite, positive float32.
+
+    Any such scale is accepted, even ``np.finfo(np.float32).max`` (MindSpore's own tests force an overflow with it,
+    and the step then reports one and changes nothing); the 2**64 ceiling binds only what a policy grows to and
+    what a config sets.
+    """
     if not isinstance(value, Tensor) or value.shape not in ((), (1,)):
         raise ValueError(f"For '{name}', expected a Tensor of shape () or (1,), but got {value!r}.")
     number = float(value.asnumpy().reshape(-1)[0])
-    if not 0 < number <= MAX_LOSS_SCALE:
-        raise ValueError(f"For '{name}', the loss scale must be in (0, 2**64], but got {number}.")
+    if not 0 < number <= _FLOAT32_MAX:
+        raise ValueError(f"For '{name}', the loss scale must be a finite float32 > 0 (at most {_FLOAT32_MAX:.6g}), "
+                         f"but got {number}.")
     return number
 
 
@@ -98,6 +107,7 @@ def scale_sense_and_policy(scale_sense):
             raise TypeError("For 'scale_sense', a Cell must be a loss-scale update cell with 'get_loss_scale()' "
                             f"(e.g. nn.DynamicLossScaleUpdateCell), but got {type(scale_sense).__name__}.")
         value = Tensor(np.float32(scale_sense.get_loss_scale()))
+        check_scale_value("scale_sense", value)
         return Parameter(value, name="scale_sense", requires_grad=False), scale_sense
     if isinstance(scale_sense, Tensor):
         number = check_scale_value("scale_sense", scale_sense)
