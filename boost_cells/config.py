@@ -118,6 +118,7 @@ SCHEMA = MappingProxyType({
                    "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
                    "window": _int(2000, 1), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
                    "hysteresis": _int(1, 1)},
+    "diagnostics": {"overflow_report": _optional_path(None)},
 })
 
 

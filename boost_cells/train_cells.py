@@ -10,6 +10,7 @@ from mindspore import nn, ops
 
 from .auto_boost import latest_config
 from .config import BoostConfig
+from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import make_grad_reducer, parallel_info
 from .scaling.loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
 from .scaling.overflow import make_overflow_detector
@@ -84,8 +85,11 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
     Outputs: Tensor, the loss (of this micro-batch when accumulating).
 
     Raises:
-        TypeError: ``network`` or ``optimizer`` is not a Cell. ValueError: invalid config.
+        TypeError: ``network`` or ``optimizer`` is not a Cell. ValueError: invalid config, or a config with
+            ``diagnostics.overflow_report`` set (this cell detects no overflow).
     """
+
+    _reports_overflow = False
 
     def __init__(self, network, optimizer, sens=None, boost_config=None):
         super().__init__(auto_prefix=False)
@@ -99,6 +103,10 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
         self.parallel = parallel_info()
         self.update = make_update_strategy(self.boost_config, optimizer, self.parallel)
+        if not self._reports_overflow and self.boost_config.section("diagnostics")["overflow_report"] is not None:
+            raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
+                             "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
+                             "with a 'loss_scale' section in build_train_network).")
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
@@ -121,6 +129,9 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
             ``nn.FixedLossScaleUpdateCell``, ``DynamicLossScaleUpdate``) or a fixed scale Tensor of shape () or (1,).
         boost_config: as ``BoostTrainOneStepCell``.
         overflow_detector (Cell): overrides the target's detector (see ``boost_cells.overflow``).
+        overflow_report (str): on the first overflowing step, write an overflow report (``boost_cells.diagnostics``)
+            for that batch and scale to this path and go on training; overrides the config's
+            ``diagnostics.overflow_report``. Off (default): ``__call__`` is the plain step.
 
     Parameters (state, checkpointed):
         scale_sense (float32): the current loss scale.
@@ -134,13 +145,24 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         shape other than () or (1,), or an invalid config.
     """
 
-    def __init__(self, network, optimizer, scale_sense, boost_config=None, *, overflow_detector=None):
+    _reports_overflow = True
+
+    def __init__(self, network, optimizer, scale_sense, boost_config=None, *, overflow_detector=None,
+                 overflow_report=None):
         super().__init__(network, optimizer, sens=None, boost_config=boost_config)
         self.scale_sense, self.loss_scale_policy = scale_sense_and_policy(scale_sense)
         self.overflow_detector = overflow_detector if overflow_detector is not None \
             else make_overflow_detector(self.parallel.distributed)
         self.hyper_map = ops.HyperMap()
         self.identity = ops.Identity()
+        report_path = overflow_report if overflow_report is not None \
+            else self.boost_config.section("diagnostics")["overflow_report"]
+        self.overflow_reporter = None if report_path is None else FirstOverflowReporter(report_path)
+
+    def __call__(self, *inputs):
+        if self.overflow_reporter is None:
+            return super().__call__(*inputs)
+        return self.overflow_reporter.step(self, super().__call__, inputs)
 
     def set_sense_scale(self, sens):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""

@@ -81,3 +81,43 @@ def numpy_adasum(per_group):
                   for g in range(len(values))]
         distance *= 2
     return values[0]
+
+
+from mindspore.common import dtype as mstype  # noqa: E402  (appended: the float16 nets below)
+
+
+class Float16MLP(nn.Cell):
+    """features = [Dense(4, 8), ReLU, Dense(8, 8), ReLU], classifier = Dense(8, 2); float16, no bias, each Dense
+    with every weight equal to w1, w2, w3: an overflow can be planted in one chosen layer."""
+
+    def __init__(self, w1, w2, w3):
+        super().__init__()
+        dense = [nn.Dense(n_in, n_out, weight_init=Tensor(np.full((n_out, n_in), w, np.float32)),
+                          has_bias=False).to_float(mstype.float16)
+                 for n_in, n_out, w in ((4, 8, w1), (8, 8, w2), (8, 2, w3))]
+        self.features = nn.SequentialCell([dense[0], nn.ReLU(), dense[1], nn.ReLU()])
+        self.classifier = dense[2]
+
+    def construct(self, x):
+        return self.classifier(self.features(x))
+
+
+def float16_mlp_with_loss(w1, w2, w3):
+    """``Float16MLP`` with mean squared error (float32 labels, float32 loss)."""
+    return nn.WithLossCell(Float16MLP(w1, w2, w3), nn.MSELoss())
+
+
+def forward_overflow_net():
+    """features.2 overflows to inf in the forward pass on ``mlp_batch(1.0)``: 8 * 3000 * 4 > 65504."""
+    return float16_mlp_with_loss(1.0, 3000.0, 0.01)
+
+
+def backward_overflow_net():
+    """Clean forward pass on ``mlp_batch(1e-3)``; the classifier's input gradient, 2560 * sens, overflows in
+    float16 once sens > 25.6."""
+    return float16_mlp_with_loss(0.1, 0.1, 1000.0)
+
+
+def mlp_batch(value, n=2):
+    """(x, y): x of shape (n, 4) filled with ``value``, y zeros of shape (n, 2), float32."""
+    return np.full((n, 4), value, np.float32), np.zeros((n, 2), np.float32)
