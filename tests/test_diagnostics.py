@@ -268,3 +268,16 @@ def test_callback_refuses_sink_mode(tmp_path):
     with pytest.raises(ValueError, match="'dataset_sink_mode' must be False"):
         callback.on_train_begin(RunContext(_CallbackParams(dataset_sink_mode=True)))
     callback.on_train_begin(RunContext(_CallbackParams(dataset_sink_mode=False)))
+
+
+def test_gradient_of_the_network_input_is_not_an_offender(graph_mode):
+    """d loss / d x = 2 * 60000 overflows float16, but no train step computes it (the weight's gradient,
+    2 * 1e-4, is clean): the report is empty, and the train step with that scale does not overflow either."""
+    def net():
+        return nn.WithLossCell(nn.Dense(1, 1, weight_init=Tensor([[60000.0]], ms.float32), has_bias=False)
+                               .to_float(ms.float16), nn.L1Loss())
+    x, y = Tensor([[1e-4]], ms.float32), Tensor([[0.0]], ms.float32)
+    assert len(locate_overflow(net(), x, y, sens=2.0)) == 0
+    trained = net()
+    cell = BoostTrainOneStepWithLossScaleCell(trained, nn.SGD(trained.trainable_params()), Tensor(2.0, ms.float32))
+    assert not cell(x, y)[1].asnumpy()

@@ -51,7 +51,8 @@ class OverflowRecord:
         input_min, input_max, output_min, output_max (float or None): over all floating-point inputs/outputs, NaN
             ignored (NaN when every value is NaN, None when there is no floating-point tensor).
     In the backward phase, the inputs are the gradient arriving at the cell's output and the outputs are the
-    gradients it emits: with respect to its inputs and to its own trainable Parameters.
+    gradients it emits: with respect to its inputs and to its own trainable Parameters. As in a train step, no
+    gradient is computed with respect to the network's own inputs.
     """
     name: str
     path: str
@@ -235,7 +236,10 @@ class _Recorder:
             self.backward.append((cell, name, path, grad_output, grad_inputs))
         return hook
 
-    def remove(self):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
         for handle in self._handles:
             handle.remove()
 
@@ -266,9 +270,8 @@ def _record(cell, name, path, phase, inputs, outputs):
 def locate_overflow(network, *inputs, sens=1.0):
     """Run one forward and one backward pass of ``network`` on ``inputs`` and report every overflowing cell.
 
-    The backward pass starts from ``sens`` (the loss scale) cast to the loss's dtype, as the loss-scaled train
-    cells start it, and computes the gradients of the inputs and of the trainable Parameters (the input gradients
-    are computed only so that every cell's backward hook fires in order; the train step does not need them).
+    The backward pass starts from ``sens`` (the loss scale) cast to the loss's dtype and computes the gradients of
+    the trainable Parameters, as the loss-scaled train cells do (not those of the inputs: no step computes them).
     Works from GRAPH_MODE or PYNATIVE_MODE scripts: it switches to PYNATIVE_MODE and restores the mode.
 
     Args:
@@ -289,15 +292,14 @@ def locate_overflow(network, *inputs, sens=1.0):
     state = [(p, p.value().copy()) for p in network.get_parameters() if not p.requires_grad]
     weights = network.trainable_params()
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    recorder = _Recorder(network)
     try:
-        loss, backward = ms.vjp(network, *inputs, weights=weights)
-        _, grads = backward(ops.fill(loss.dtype, loss.shape, sens))
+        with _Recorder(network) as recorder:
+            loss, backward = ms.vjp(lambda: network(*inputs), weights=weights)
+            _, grads = backward(ops.fill(loss.dtype, loss.shape, sens))
         weight_grads = {id(p): g for p, g in zip(weights, grads)}
-        loss_value = float(_to_numpy(loss).reshape(-1)[0]) if loss.size == 1 else None
+        loss_value = float(_to_numpy(loss).reshape(-1)[0]) if isinstance(loss, Tensor) and loss.size == 1 else None
         return OverflowReport(recorder.records(weight_grads), sens, loss_value)
     finally:
-        recorder.remove()
         for parameter, value in state:
             parameter.set_data(value)
         ms.set_context(mode=mode)
