@@ -17,6 +17,7 @@ from boost_cells import BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWit
 from boost_cells.diagnostics import OverflowReportCallback, locate_overflow
 from boost_cells.diagnostics.__main__ import main as command_main
 from tests.conftest import MODES
+from tests.launch import msrun
 from tests.helpers import backward_overflow_net, float16_mlp_with_loss, forward_overflow_net, mlp_batch, weights_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,3 +282,20 @@ def test_gradient_of_the_network_input_is_not_an_offender(graph_mode):
     trained = net()
     cell = BoostTrainOneStepWithLossScaleCell(trained, nn.SGD(trained.trainable_params()), Tensor(2.0, ms.float32))
     assert not cell(x, y)[1].asnumpy()
+
+
+def test_data_parallel_reports_per_rank_and_replicas_agree(tmp_path):
+    """2-worker msrun: only rank 0's batch overflows; both ranks skip (the flag is all-reduced) and each writes
+    its own report, rank 0's naming the classifier, rank 1's empty; the replicas stay bit-identical."""
+    code, output = msrun(2, [ROOT / "tests" / "distributed" / "overflow_report_worker.py", tmp_path],
+                         tmp_path / "logs", timeout=300)
+    assert code == 0, output[-5000:]
+    reports = [strict_json((tmp_path / f"overflow.rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert (reports[0]["records"][0]["name"], reports[0]["records"][0]["phase"]) == ("classifier", "backward")
+    assert reports[0]["sens"] == reports[1]["sens"] == 1024.0
+    assert reports[1]["records"] == []
+    assert not (tmp_path / "overflow.json").exists()
+    results = [dict(np.load(tmp_path / f"result_rank{rank}.npz")) for rank in (0, 1)]
+    assert results[0]["overflows"][0] and not results[0]["overflows"][-1]
+    for name, value in results[0].items():
+        np.testing.assert_array_equal(value, results[1][name], err_msg=name)
