@@ -5,12 +5,13 @@ validated JSON boost config, stand-alone or data-parallel.
 """
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning
+from .diagnostics import OverflowReportCallback, locate_overflow
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, NPUFloatStatusCheck
 from .updates import AdaSum, GradientAccumulation
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 
 __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostTrainOneStepCell",
            "BoostTrainOneStepWithLossScaleCell", "DynamicLossScaleUpdate", "FiniteCheck", "GradientAccumulation",
-           "NPUFloatStatusCheck", "build_train_network"]
+           "NPUFloatStatusCheck", "OverflowReportCallback", "build_train_network", "locate_overflow"]
 
 __version__ = "0.1.0"
