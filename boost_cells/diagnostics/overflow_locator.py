@@ -40,7 +40,8 @@ class OverflowRecord:
 
     Attributes:
         name (str): the cell's name as its parameters are prefixed (``features.2``, ``classifier.fc1``: the names a
-            checkpoint shows); for a cell whose parameters carry no prefix of their own, its attribute path.
+            checkpoint shows); for a cell whose parameters carry no prefix of their own, its attribute path; for the
+            analysed network itself, its class name.
         path (str): the attribute path from the analysed network (``_backbone.features.2``; ``""`` for the network).
         type (str): the cell's class name.
         phase (str): ``"forward"`` or ``"backward"``.
