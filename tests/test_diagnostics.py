@@ -18,7 +18,7 @@ from boost_cells.diagnostics import OverflowReportCallback, locate_overflow
 from boost_cells.diagnostics.__main__ import main as command_main
 from tests.conftest import MODES
 from tests.launch import msrun
-from tests.helpers import backward_overflow_net, float16_mlp_with_loss, forward_overflow_net, mlp_batch, weights_of
+from tests.helpers import backward_overflow_net, forward_overflow_net, mlp_batch, weights_of
 
 ROOT = Path(__file__).resolve().parent.parent
 F16_MAX = 65504.0
