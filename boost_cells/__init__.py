@@ -8,10 +8,12 @@ from .config import BoostConfig, BoostConfigWarning
 from .diagnostics import OverflowReportCallback, locate_overflow
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, NPUFloatStatusCheck
 from .updates import AdaSum, GradientAccumulation
+from .transforms import CommonHeadLastFN, LessBN, OptimizerProcess, ParameterProcess
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 
 __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostTrainOneStepCell",
-           "BoostTrainOneStepWithLossScaleCell", "DynamicLossScaleUpdate", "FiniteCheck", "GradientAccumulation",
-           "NPUFloatStatusCheck", "OverflowReportCallback", "build_train_network", "locate_overflow"]
+           "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DynamicLossScaleUpdate", "FiniteCheck",
+           "GradientAccumulation", "LessBN", "NPUFloatStatusCheck", "OptimizerProcess", "OverflowReportCallback",
+           "ParameterProcess", "build_train_network", "locate_overflow"]
 
 __version__ = "0.1.0"

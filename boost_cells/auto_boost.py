@@ -6,6 +6,7 @@ constructed ``AutoBoost`` (``latest_config()``); a later ``AutoBoost`` replaces 
 never stick to each other, and the level table is never written to.
 """
 from .config import BoostConfig
+from .transforms import LessBN, OptimizerProcess, ParameterProcess
 
 __all__ = ["AutoBoost", "latest_config"]
 
@@ -48,10 +49,28 @@ class AutoBoost:
         return dict(self.config.features)
 
     def network_auto_process_train(self, network, optimizer):
-        """Return the ``(network, optimizer)`` pair to train; the features implemented so far (gradient
-        accumulation, AdaSum) live in the train cells, so both come back unchanged."""
+        """Return the ``(network, optimizer)`` pair to train. With ``less_bn``: the network under ``LessBN``
+        (``less_bn.fn_flag``: feature-normalised head), and a rebuilt optimizer over its parameters, split for
+        gradient fusion at ``common.gradient_split_groups``, with gradient centralization if ``less_bn.gc_flag``.
+        Gradient accumulation and AdaSum live in the train cells."""
+        if self.config.enabled("less_bn"):
+            network, optimizer = self._less_bn_train(network, optimizer)
         return network, optimizer
 
     def network_auto_process_eval(self, network):
-        """Return the network to evaluate; unchanged by the features implemented so far."""
+        """Return the network to evaluate: with ``less_bn``, under ``LessBN`` with the same ``fn_flag`` as in
+        training, so an O1 checkpoint (with the head's ``multiplier``) loads and evaluates as trained."""
+        if self.config.enabled("less_bn"):
+            network = LessBN(network, fn_flag=self.config.section("less_bn")["fn_flag"])
         return network
+
+    def _less_bn_train(self, network, optimizer):
+        section = self.config.section("less_bn")
+        network = LessBN(network, fn_flag=section["fn_flag"])
+        process = OptimizerProcess(optimizer)
+        params = ParameterProcess().assign_parameter_group(
+            network.trainable_params(), self.config.section("common")["gradient_split_groups"])
+        process.origin_params = ParameterProcess.generate_group_params(params, process.origin_params)
+        if section["gc_flag"]:
+            process.add_grad_centralization(network)
+        return network, process.generate_new_optimizer()
