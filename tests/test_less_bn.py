@@ -161,6 +161,46 @@ def test_less_bn_flags_and_names():
     np.testing.assert_array_equal(net.fc2.weight.asnumpy(), dense_weight)
 
 
+class Bottleneck(nn.Cell):
+    """A stem and one bottleneck residual block (conv-BN-ReLU, conv-BN-ReLU, conv-BN, + identity), the
+    structure MindSpore's less_bn pass matches; ``without`` names BatchNorms replaced by nn.Identity."""
+
+    def __init__(self, without=()):
+        super().__init__()
+        self.stem, self.bn0 = nn.Conv2d(1, 8, 3, pad_mode="same"), nn.BatchNorm2d(8)
+        self.conv1, self.bn1 = nn.Conv2d(8, 4, 1), nn.BatchNorm2d(4)
+        self.conv2, self.bn2 = nn.Conv2d(4, 4, 3, pad_mode="same"), nn.BatchNorm2d(4)
+        self.conv3, self.bn3 = nn.Conv2d(4, 8, 1), nn.BatchNorm2d(8)
+        self.relu, self.add, self.flatten = nn.ReLU(), ops.Add(), nn.Flatten()
+        self.fc = nn.Dense(8 * 16, 3)
+        for name in without:
+            setattr(self, name, nn.Identity())
+
+    def construct(self, x):
+        identity = self.relu(self.bn0(self.stem(x)))
+        out = self.relu(self.bn1(self.conv1(identity)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.fc(self.flatten(self.relu(self.add(out, identity))))
+
+
+def test_less_bn_pass_removes_the_blocks_inner_batchnorms(graph_mode):
+    """Through our LessBN, MindSpore's less_bn pass really runs on CPU (GRAPH_MODE): the compiled bottleneck
+    block computes exactly the network without its first two BatchNorms, not the plain network (training mode,
+    where a BatchNorm normalises by the batch's statistics)."""
+    x = Tensor(np.random.RandomState(0).randn(4, 1, 4, 4).astype(np.float32))
+    plain = Bottleneck()
+    less = Bottleneck()
+    without = Bottleneck(without=("bn1", "bn2"))
+    for net in (less, without):
+        ms.load_param_into_net(net, plain.parameters_dict())
+    for net in (plain, less, without):
+        net.set_train(True)
+    expected = without(x).asnumpy()
+    np.testing.assert_allclose(LessBN(less)(x).asnumpy(), expected, rtol=1e-6, atol=1e-6)
+    assert np.abs(plain(x).asnumpy() - expected).max() > 1e-2
+
+
 def test_less_bn_checkpoint_loads_strictly_into_plain_network(tmp_path):
     """A network trained under less_bn (no FN head) saves a checkpoint that loads with strict_load=True into
     the plain network, every weight and BatchNorm statistic included."""
