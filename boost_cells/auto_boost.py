@@ -6,7 +6,7 @@ constructed ``AutoBoost`` (``latest_config()``); a later ``AutoBoost`` replaces 
 never stick to each other, and the level table is never written to.
 """
 from .config import BoostConfig
-from .transforms import LessBN, OptimizerProcess, ParameterProcess
+from .transforms import LessBN, apply_less_bn
 
 __all__ = ["AutoBoost", "latest_config"]
 
@@ -53,9 +53,7 @@ class AutoBoost:
         (``less_bn.fn_flag``: feature-normalised head), and a rebuilt optimizer over its parameters, split for
         gradient fusion at ``common.gradient_split_groups``, with gradient centralization if ``less_bn.gc_flag``.
         Gradient accumulation and AdaSum live in the train cells."""
-        if self.config.enabled("less_bn"):
-            network, optimizer = self._less_bn_train(network, optimizer)
-        return network, optimizer
+        return apply_less_bn(network, optimizer, self.config)
 
     def network_auto_process_eval(self, network):
         """Return the network to evaluate: with ``less_bn``, under ``LessBN`` with the same ``fn_flag`` as in
@@ -63,14 +61,3 @@ class AutoBoost:
         if self.config.enabled("less_bn"):
             network = LessBN(network, fn_flag=self.config.section("less_bn")["fn_flag"])
         return network
-
-    def _less_bn_train(self, network, optimizer):
-        section = self.config.section("less_bn")
-        network = LessBN(network, fn_flag=section["fn_flag"])
-        process = OptimizerProcess(optimizer)
-        params = ParameterProcess().assign_parameter_group(
-            network.trainable_params(), self.config.section("common")["gradient_split_groups"])
-        process.origin_params = ParameterProcess.generate_group_params(params, process.origin_params)
-        if section["gc_flag"]:
-            process.add_grad_centralization(network)
-        return network, process.generate_new_optimizer()

@@ -14,6 +14,7 @@ from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import make_grad_reducer, parallel_info
 from .scaling.loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
 from .scaling.overflow import make_overflow_detector
+from .transforms import apply_less_bn
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
@@ -191,12 +192,16 @@ def build_train_network(network_with_loss, optimizer, config, loss_scale_manager
     given); otherwise a ``BoostTrainOneStepCell``. ``FixedLossScaleManager(scale, drop_overflow_update=False)``
     gives, as in MindSpore, a ``BoostTrainOneStepCell`` whose backward pass starts from ``sens=scale`` with no
     overflow check and no skipped step: the optimizer is expected to divide the scale out (its ``loss_scale``).
+    The config's network/optimizer transforms come first (``less_bn``: ``LessBN`` and a rebuilt optimizer, as
+    ``AutoBoost.network_auto_process_train``; a network already under ``LessBN`` is taken as transformed); the
+    cell trains the transformed pair.
 
     Warns:
         UserWarning: with ``drop_overflow_update=False``, when the optimizer's ``loss_scale`` differs from the
             manager's scale, so every update is off by their ratio.
     """
     config = BoostConfig.coerce(config)
+    network_with_loss, optimizer = apply_less_bn(network_with_loss, optimizer, config)
     if loss_scale_manager is not None:
         policy = loss_scale_manager.get_update_cell()
         if policy is None:

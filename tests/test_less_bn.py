@@ -8,7 +8,7 @@ from mindspore.boost import ParameterProcess as RefParameterProcess
 from sklearn.datasets import load_digits
 
 from boost_cells import (AutoBoost, BoostTrainOneStepCell, CommonHeadLastFN, LessBN, OptimizerProcess,
-                         ParameterProcess)
+                         ParameterProcess, build_train_network)
 
 LESS_BN = {"level": "O1", "boost": {"mode": "manual", "less_bn": True}}  # fn_flag, gc_flag default True
 LESS_BN_NO_FN = {**LESS_BN, "less_bn": {"fn_flag": False}}
@@ -248,6 +248,23 @@ def test_autoboost_less_bn_trains_bn_network_on_cpu(trained_fn):
     accuracy = float((net(Tensor(images)).asnumpy().argmax(axis=1) == labels).mean())
     net.set_train(True)
     assert accuracy > 0.8, accuracy
+
+
+def test_build_train_network_applies_less_bn_once():
+    """build_train_network applies the less_bn transform; after AutoBoost's it changes nothing (same optimizer,
+    one head), and a new loss cell around a transformed backbone gets no second head."""
+    net = BNNet()
+    cell = build_train_network(with_loss(net), nn.Momentum(net.trainable_params(), 0.1, 0.9), LESS_BN)
+    assert isinstance(cell.network, LessBN) and isinstance(net.fc2, CommonHeadLastFN)
+    assert any(cell.optimizer.grad_centralization_flags)
+
+    net = BNNet()
+    network, optimizer = AutoBoost("O1", LESS_BN).network_auto_process_train(
+        with_loss(net), nn.Momentum(net.trainable_params(), 0.1, 0.9))
+    cell = build_train_network(network, optimizer, LESS_BN)
+    assert cell.network is network and cell.optimizer is optimizer
+    LessBN(with_loss(net), fn_flag=True)
+    assert isinstance(net.fc1, nn.Dense) and isinstance(net.fc2, CommonHeadLastFN)
 
 
 def test_parameter_process_matches_reference():

@@ -4,6 +4,7 @@ Each transform takes the user's network or optimizer and returns a changed one b
 the network's parameter names stay as they were, so checkpoints load into the plain network.
 """
 from .centralization import OptimizerProcess, ParameterProcess
-from .less_bn import CommonHeadLastFN, LessBN
+from .fn_head import CommonHeadLastFN
+from .less_bn import LessBN, apply_less_bn
 
-__all__ = ["CommonHeadLastFN", "LessBN", "OptimizerProcess", "ParameterProcess"]
+__all__ = ["CommonHeadLastFN", "LessBN", "OptimizerProcess", "ParameterProcess", "apply_less_bn"]

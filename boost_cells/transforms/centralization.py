@@ -11,7 +11,7 @@ from mindspore import Parameter, nn, ops
 from mindspore.common.sparse_tensor import RowTensorInner
 from mindspore.nn.optim import LARS
 
-from .less_bn import CommonHeadLastFN
+from .fn_head import CommonHeadLastFN
 
 __all__ = ["OptimizerProcess", "ParameterProcess", "with_portable_centralization"]
 

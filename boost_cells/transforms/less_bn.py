@@ -1,56 +1,17 @@
-"""LessBN: MindSpore's ``less_bn`` compile pass on a network, and the feature-normalised head.
+"""LessBN: MindSpore's ``less_bn`` compile pass on a network, optionally with the feature-normalised head, and
+the ``less_bn`` boost's training transform (network and optimizer).
 
-``LessBN(network)`` switches on MindSpore's own ``less_bn`` graph pass (``Cell.set_boost("less_bn")``), which
-removes some BatchNorms from the compiled training graph (9 become 5 in a small ResNet here). With ``fn_flag``
-the last ``nn.Dense`` of the network becomes a ``CommonHeadLastFN``: logits from L2-normalised features and
-L2-normalised class weights, times a learned scale. Unlike ``mindspore.boost.LessBN``, no parameter is renamed:
-the wrapper does not prefix names, and the head's parameters carry the replaced Dense's prefix.
+``LessBN(network)`` switches on MindSpore's own ``less_bn`` graph pass (``Cell.set_boost("less_bn")``). In
+GRAPH_MODE it drops the first two BatchNorms of each bottleneck residual block from the compiled graph. With
+``fn_flag`` the last ``nn.Dense`` becomes a ``CommonHeadLastFN``. Unlike ``mindspore.boost.LessBN``, no parameter
+is renamed: the wrapper does not prefix names, and the head's parameters carry the replaced Dense's prefix.
 """
-import numpy as np
-from mindspore import Parameter, Tensor, nn, ops
-from mindspore.common import dtype as mstype
-from mindspore.common.initializer import initializer
+from mindspore import nn
 
-__all__ = ["CommonHeadLastFN", "LessBN", "replace_last_dense"]
+from .centralization import OptimizerProcess, ParameterProcess
+from .fn_head import CommonHeadLastFN
 
-
-class CommonHeadLastFN(nn.Cell):
-    r"""A feature-normalised fully connected head (drop-in for ``mindspore.boost.CommonHeadLastFN``).
-
-    ``y = multiplier * (l2norm(x) @ l2norm(weight)^T + bias)``, where ``l2norm`` divides each row by
-    ``sqrt(max(sum(row^2), 1e-4))`` (``ops.L2Normalize``'s epsilon). Each logit is a cosine similarity between the
-    feature and a class weight, scaled by one learned factor.
-
-    Args:
-        in_channels (int), out_channels (int): feature and class counts.
-        weight_init (Tensor, str, Initializer or number): initial weight of shape (out_channels, in_channels).
-            Default: 'normal'.
-        bias_init (Tensor, str, Initializer or number): initial bias of shape (out_channels,). Default: 'zeros'.
-        has_bias (bool): whether to add a bias. Default: True.
-
-    Parameters:
-        weight (float32, (out_channels, in_channels)); multiplier (float32, (1,), initially 1);
-        bias (float32, (out_channels,), only with ``has_bias``).
-
-    Inputs: ``x``, Tensor of shape (N, in_channels). Outputs: Tensor of shape (N, out_channels).
-    """
-
-    def __init__(self, in_channels, out_channels, weight_init='normal', bias_init='zeros', has_bias=True):
-        super().__init__()
-        self.weight = Parameter(initializer(weight_init, [out_channels, in_channels]), name='weight')
-        self.multiplier = Parameter(Tensor(np.ones([1]), mstype.float32), name='multiplier')
-        self.has_bias = has_bias
-        if has_bias:
-            self.bias = Parameter(initializer(bias_init, [out_channels]), name='bias')
-            self.bias_add = ops.BiasAdd()
-        self.normalize = ops.L2Normalize(axis=1)
-        self.matmul = ops.MatMul(transpose_b=True)
-
-    def construct(self, x):
-        logits = self.matmul(self.normalize(x), self.normalize(self.weight))
-        if self.has_bias:
-            logits = self.bias_add(logits, self.bias)
-        return self.multiplier * logits
+__all__ = ["LessBN", "apply_less_bn", "replace_last_dense"]
 
 
 def _last_dense(network):
@@ -86,13 +47,21 @@ def replace_last_dense(network):
     return head
 
 
+def is_less_bn(network):
+    """Whether ``network`` or any of its cells already carries the ``less_bn`` flag (a ``LessBN``, or a network
+    built around a backbone that went through one)."""
+    return any("less_bn" in cell.get_flags() for _, cell in network.cells_and_names())
+
+
 class LessBN(nn.Cell):
     """Apply MindSpore's ``less_bn`` pass to a network (drop-in for ``mindspore.boost.LessBN``).
 
     Sets the ``less_bn`` flag on every cell of ``network`` and ``defer_inline`` on ``network`` (so the flag
     survives inlining), as the reference does; with ``fn_flag`` the last ``nn.Dense`` becomes a
-    ``CommonHeadLastFN`` (see ``replace_last_dense``). A network already flagged is left as it is. The reference
-    replaces the last Dense of every cell that holds Dense layers; this replaces only the network's last one.
+    ``CommonHeadLastFN`` (see ``replace_last_dense``). A network with any cell already flagged is left as it is,
+    so applying the transform twice changes nothing (the reference checks only the top cell, so a new loss cell
+    around a transformed backbone would get a second head). The reference replaces the last Dense of every cell
+    that holds Dense layers; this replaces only the network's last one.
 
     Args:
         network (Cell): the network (with or without loss); changed in place.
@@ -111,7 +80,7 @@ class LessBN(nn.Cell):
         if not isinstance(fn_flag, bool):
             raise TypeError(f"For 'LessBN', 'fn_flag' must be a bool, but got {type(fn_flag).__name__}.")
         self.network = network
-        if "less_bn" not in network.get_flags():
+        if not is_less_bn(network):
             network.set_boost("less_bn")
             if fn_flag:
                 replace_last_dense(network)
@@ -119,3 +88,25 @@ class LessBN(nn.Cell):
 
     def construct(self, *inputs):
         return self.network(*inputs)
+
+
+def apply_less_bn(network, optimizer, config):
+    """The ``less_bn`` training transform of a ``BoostConfig``, as ``mindspore.boost.AutoBoost`` applies it.
+
+    Returns ``(LessBN(network, fn_flag), new_optimizer)``: the optimizer rebuilt (same class and arguments) over
+    the transformed network's trainable parameters, matched by name to the original's groups, ``comm_fusion``
+    split at ``common.gradient_split_groups``, with gradient centralization if ``less_bn.gc_flag``. Without
+    ``less_bn``, or for a network already under ``LessBN`` (so that ``AutoBoost`` then ``build_train_network``
+    transform once), both come back unchanged.
+    """
+    if not config.enabled("less_bn") or is_less_bn(network):
+        return network, optimizer
+    section = config.section("less_bn")
+    network = LessBN(network, fn_flag=section["fn_flag"])
+    process = OptimizerProcess(optimizer)
+    params = ParameterProcess().assign_parameter_group(network.trainable_params(),
+                                                       config.section("common")["gradient_split_groups"])
+    process.origin_params = ParameterProcess.generate_group_params(params, process.origin_params)
+    if section["gc_flag"]:
+        process.add_grad_centralization(network)
+    return network, process.generate_new_optimizer()
