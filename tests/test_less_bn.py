@@ -130,6 +130,20 @@ def test_gc_groups_follow_the_reference_rule():
     assert total == sorted(p.name for p in net.trainable_params())
 
 
+def test_lars_is_rebuilt_around_a_centralizing_optimizer():
+    """A LARS optimizer comes back as LARS around the same inner class with centralization flags, as the
+    reference rebuilds it. Structure only: LARS's LARSUpdate op has no CPU kernel, so no step runs here."""
+    net = BNNet()
+    inner = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    process = OptimizerProcess(nn.LARS(inner, epsilon=1e-6, coefficient=0.002))
+    process.add_grad_centralization(net)
+    optimizer = process.generate_new_optimizer()
+    assert isinstance(optimizer, nn.LARS) and isinstance(optimizer.opt, nn.Momentum)
+    assert optimizer.opt.init_args["momentum"] == 0.9 and optimizer.init_args["coefficient"] == 0.002
+    flagged = {p.name for p, gc in zip(optimizer.opt.parameters, optimizer.opt.grad_centralization_flags) if gc}
+    assert flagged == {"conv1.weight", "conv2.weight", "fc1.weight", "fc2.weight"}
+
+
 def test_fn_head_equals_numpy(mode):
     """CommonHeadLastFN: scaled cosine logits plus bias; a zero feature row meets the epsilon floor."""
     rng = np.random.RandomState(0)
