@@ -199,20 +199,25 @@ class Bottleneck(nn.Cell):
 
 
 def test_less_bn_pass_removes_the_blocks_inner_batchnorms(graph_mode):
-    """Through our LessBN, MindSpore's less_bn pass really runs on CPU (GRAPH_MODE): the compiled bottleneck
-    block computes exactly the network without its first two BatchNorms, not the plain network (training mode,
-    where a BatchNorm normalises by the batch's statistics)."""
+    """MindSpore's less_bn pass really runs on CPU through build_train_network's LessBN (GRAPH_MODE, training
+    mode, where a BatchNorm normalises by the batch's statistics): two SGD steps of the bottleneck block give
+    bit for bit the losses and weights of the same network without its first two BatchNorms, and differ from
+    the plain network's."""
     x = Tensor(np.random.RandomState(0).randn(4, 1, 4, 4).astype(np.float32))
-    plain = Bottleneck()
-    less = Bottleneck()
-    without = Bottleneck(without=("bn1", "bn2"))
+    y = Tensor(np.array([0, 1, 2, 1], np.int32))
+    plain, less, without = Bottleneck(), Bottleneck(), Bottleneck(without=("bn1", "bn2"))
     for net in (less, without):
-        ms.load_param_into_net(net, plain.parameters_dict())
-    for net in (plain, less, without):
-        net.set_train(True)
-    expected = without(x).asnumpy()
-    np.testing.assert_allclose(LessBN(less)(x).asnumpy(), expected, rtol=1e-6, atol=1e-6)
-    assert np.abs(plain(x).asnumpy() - expected).max() > 1e-2
+        ms.load_param_into_net(net, {name: Parameter(Tensor(p.asnumpy()), name=name)
+                                     for name, p in plain.parameters_dict().items()})
+    config = {**LESS_BN, "less_bn": {"fn_flag": False, "gc_flag": False}}
+    cells = [build_train_network(with_loss(net), nn.SGD(net.trainable_params(), 0.1), cfg).set_train(True)
+             for net, cfg in ((less, config), (without, {"level": "O0"}), (plain, {"level": "O0"}))]
+    assert isinstance(cells[0].network, LessBN)
+    losses = np.array([[float(cell(x, y).asnumpy()) for cell in cells] for _ in range(2)])
+    np.testing.assert_array_equal(losses[:, 0], losses[:, 1])
+    assert np.abs(losses[:, 0] - losses[:, 2]).max() > 1e-3
+    for name, param in without.parameters_dict().items():
+        np.testing.assert_array_equal(less.parameters_dict()[name].asnumpy(), param.asnumpy(), err_msg=name)
 
 
 def test_less_bn_checkpoint_loads_strictly_into_plain_network(tmp_path):
@@ -250,7 +255,7 @@ def test_fn_checkpoint_loads_into_eval_transform_and_evaluates_as_trained(traine
 
 def test_autoboost_less_bn_trains_bn_network_on_cpu(trained_fn):
     """The O1-style less_bn config (FN head, gradient centralization) trains BNNet on the digits on CPU: the
-    loss falls and held-out accuracy beats 80% after 3 epochs of 512 images (chance is 10%)."""
+    loss falls and held-out accuracy beats 75% after 3 epochs of 512 images (chance is 10%)."""
     optimizer = trained_fn["optimizer"]
     assert isinstance(optimizer, nn.Momentum) and any(optimizer.grad_centralization_flags)
     assert "fc2.multiplier" in [p.name for p in optimizer.parameters]
@@ -261,7 +266,7 @@ def test_autoboost_less_bn_trains_bn_network_on_cpu(trained_fn):
     images, labels = trained_fn["test"]
     accuracy = float((net(Tensor(images)).asnumpy().argmax(axis=1) == labels).mean())
     net.set_train(True)
-    assert accuracy > 0.8, accuracy
+    assert accuracy > 0.75, accuracy
 
 
 def test_build_train_network_applies_less_bn_once():
