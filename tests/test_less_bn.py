@@ -10,7 +10,9 @@ from sklearn.datasets import load_digits
 from boost_cells import (AutoBoost, BoostTrainOneStepCell, CommonHeadLastFN, LessBN, OptimizerProcess,
                          ParameterProcess, build_train_network)
 
-LESS_BN = {"level": "O1", "boost": {"mode": "manual", "less_bn": True}}  # fn_flag, gc_flag default True
+# O1 with only less_bn (manual mode starts from the level, so grad_freeze is switched off); fn_flag, gc_flag
+# default to True.
+LESS_BN = {"level": "O1", "boost": {"mode": "manual", "less_bn": True, "grad_freeze": False}}
 LESS_BN_NO_FN = {**LESS_BN, "less_bn": {"fn_flag": False}}
 GC_WEIGHTS = ("conv2.weight", "fc1.weight", "fc2.weight")   # ndim > 1 and shape[1] % 16 == 0
 EPS = 1e-4                                                   # ops.L2Normalize's epsilon
