@@ -57,8 +57,7 @@ def with_portable_centralization(opt_class):
     if issubclass(opt_class, _PortableCentralization):
         return opt_class
     if opt_class not in _PORTABLE_CLASSES:
-        _PORTABLE_CLASSES[opt_class] = type(opt_class.__name__, (_PortableCentralization, opt_class),
-                                            {"__module__": opt_class.__module__, "__qualname__": opt_class.__qualname__})
+        _PORTABLE_CLASSES[opt_class] = type(opt_class.__name__, (_PortableCentralization, opt_class), {})
     return _PORTABLE_CLASSES[opt_class]
 
 
