@@ -78,7 +78,7 @@ def train(config, mode=ms.GRAPH_MODE, epochs=3, batch=32, lr=0.05):
     boost = AutoBoost(config["level"], config)
     network, optimizer = boost.network_auto_process_train(with_loss(net),
                                                           nn.Momentum(net.trainable_params(), lr, 0.9))
-    cell = BoostTrainOneStepCell(network, optimizer, boost_config=config)
+    cell = BoostTrainOneStepCell(network, optimizer, boost_config=config).set_train(True)  # as Model.train does
     losses = [float(cell(Tensor(x[i:i + batch]), Tensor(y[i:i + batch])).asnumpy())
               for _ in range(epochs) for i in range(0, len(x), batch)]
     return {"net": net, "network": network, "optimizer": optimizer, "cell": cell, "losses": losses, "test": test}
