@@ -149,6 +149,7 @@ def test_fixed_manager_warns_when_the_optimizer_does_not_divide_the_scale_out():
 
 
 REFERENCE_CASES = [
+    ("O1", {"boost": {"mode": "manual", "grad_freeze": False}}),   # the model zoo's ResNet: LessBN alone
     ("O2", {"boost": {"mode": "manual", "less_bn": False, "grad_freeze": False}}),
     ("O0", {"boost": {"mode": "manual", "adasum": True, "grad_accumulation": True}}),
     ("O0", {"boost": {"mode": "auto", **dict.fromkeys(FEATURES, False)}}),
