@@ -170,13 +170,22 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         check_scale_value("set_sense_scale", sens)
         self.scale_sense.set_data(sens.astype(self.scale_sense.dtype).reshape(self.scale_sense.shape))
 
-    def construct(self, *inputs):
+    def scaled_gradients(self, scale, inputs):
+        """One overflow window: the loss, the gradients of ``scale * loss`` unscaled, and the overflow flag.
+
+        The detector's ``start`` runs after the loss and before the backward pass, its ``construct`` after every
+        gradient; the flag is the last thing the window computes (``MultiOptimizerTrainOneStepCell`` orders the
+        next window after it). ``scale`` is a float32 scalar Tensor, ``inputs`` the tuple of network inputs.
+        """
         loss = self.network(*inputs)
-        scale = ops.reshape(self.scale_sense, ())
         status, sens = self.overflow_detector.start(loss, ops.ones_like(loss) * ops.cast(scale, loss.dtype))
         grads = self.grad(self.network, self.weights)(*inputs, sens)
         grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(scale)), grads)
-        overflow = self.overflow_detector(status, grads)
+        return loss, grads, self.overflow_detector(status, grads)
+
+    def construct(self, *inputs):
+        scale = ops.reshape(self.scale_sense, ())
+        loss, grads, overflow = self.scaled_gradients(scale, inputs)
         overflow = self.loss_scale_policy(self.scale_sense, overflow)
         new_scale = self.identity(ops.depend(self.scale_sense, overflow))
         if not overflow:
