@@ -131,16 +131,16 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
                             f"got {type(overflow_detectors).__name__}.")
         detectors = _per_pair("overflow_detectors", overflow_detectors, len(pairs))
         config = _resolve_config(boost_config)
-        self.steps = nn.CellList([BoostTrainOneStepWithLossScaleCell(network, optimizer, sense, config,
-                                                                     overflow_detector=detector)
-                                  for (network, optimizer), sense, detector in zip(pairs, senses, detectors)],
-                                 auto_prefix=False)
+        steps = [BoostTrainOneStepWithLossScaleCell(network, optimizer, sense, config, overflow_detector=detector)
+                 for (network, optimizer), sense, detector in zip(pairs, senses, detectors)]
         self.shared_scale = not isinstance(scale_sense, (list, tuple))
         if self.shared_scale:
-            for step in self.steps[1:]:
-                step.scale_sense = self.steps[0].scale_sense
-        _check_weight_names(self.steps)
-        _name_state_apart(self.steps)
+            for step in steps[1:]:
+                step.scale_sense = steps[0].scale_sense
+        _check_weight_names(steps)
+        _name_state_apart(steps)
+        # auto_prefix=False: a prefixing CellList (slices of one included) renames every parameter it holds.
+        self.steps = nn.CellList(steps, auto_prefix=False)
         self.shared_overflow = shared_overflow
         self.count = len(pairs)
         self.identity = ops.Identity()
@@ -158,10 +158,12 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
             flags += (overflow,)
             grads += (step_grads,)
         if self.shared_overflow:
-            flags = (_any(flags),) * self.count
-            if not flags[0]:
-                for index in range(self.count):
-                    self.steps[index].update(losses[index], grads[index])
+            overflow = _any(flags)
+            for index in range(self.count):
+                step = self.steps[index]
+                if not overflow:
+                    step.update(losses[index], grads[index])
+            flags = (overflow,) * self.count
         return losses, flags, self._move_scales(flags)
 
     def _move_scales(self, flags):

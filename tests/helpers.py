@@ -1,6 +1,6 @@
 """Tiny networks and NumPy references shared by the tests and the msrun workers (no pytest import)."""
 import numpy as np
-from mindspore import Tensor, nn
+from mindspore import Tensor, nn, ops
 
 
 class Linear(nn.Cell):
@@ -121,3 +121,83 @@ def backward_overflow_net():
 def mlp_batch(value, n=2):
     """(x, y): x of shape (n, 4) filled with ``value``, y zeros of shape (n, 2), float32."""
     return np.full((n, 4), value, np.float32), np.zeros((n, 2), np.float32)
+
+
+class Named(nn.Cell):
+    """``net`` as attribute ``name``, so its parameters are called ``<name>.<...>``: distinct across networks."""
+
+    def __init__(self, name, net):
+        super().__init__(auto_prefix=False)
+        self.net = net
+        net.update_parameters_name(name + ".")
+
+    def construct(self, *inputs):
+        return self.net(*inputs)
+
+
+def seeded_dense(n_in, n_out, seed):
+    rng = np.random.RandomState(seed)
+    return nn.Dense(n_in, n_out, weight_init=Tensor(rng.randn(n_out, n_in).astype(np.float32) * 0.5),
+                    bias_init=Tensor(rng.randn(n_out).astype(np.float32) * 0.1))
+
+
+class SecondStageLoss(nn.Cell):
+    """mean((head(first(x)) - y)^2): a network that reads another pair's network (only ``head`` trains here)."""
+
+    def __init__(self, first, head):
+        super().__init__(auto_prefix=False)
+        self.first = first
+        self.head = head
+
+    def construct(self, x, y):
+        return ((self.head(self.first(x)) - y) ** 2).mean()
+
+
+def chained_pairs(lr=0.1, momentum=0.9):
+    """(first, head, pairs): pair 0 fits first(x) (4 -> 3) to y, pair 1 fits head(first(x)) (3 -> 3) to y."""
+    first = Linear(seed=0)
+    head = Named("head", Linear(3, 3, seed=1))
+    pairs = [(nn.WithLossCell(first, nn.MSELoss()), nn.Momentum(first.trainable_params(), lr, momentum)),
+             (SecondStageLoss(first, head), nn.Momentum(head.trainable_params(), lr, momentum))]
+    return first, head, pairs
+
+
+class DiscriminatorLoss(nn.Cell):
+    """Least-squares GAN loss of the discriminator on ``(real, z)``, times ``gain`` (an input: 1, or inf to plant
+    an overflow in this loss only). The fake batch is a constant here."""
+
+    def __init__(self, discriminator, generator):
+        super().__init__(auto_prefix=False)
+        self.discriminator = discriminator
+        self.generator = generator
+
+    def construct(self, real, z, gain):
+        fake = ops.stop_gradient(self.generator(z))
+        return (((self.discriminator(real) - 1) ** 2).mean() + (self.discriminator(fake) ** 2).mean()) * gain
+
+
+class GeneratorLoss(nn.Cell):
+    """Least-squares GAN loss of the generator: ``mean((D(G(z)) - 1)^2)``; ignores ``real`` and ``gain``."""
+
+    def __init__(self, discriminator, generator):
+        super().__init__(auto_prefix=False)
+        self.discriminator = discriminator
+        self.generator = generator
+
+    def construct(self, real, z, gain):
+        return ((self.discriminator(self.generator(z)) - 1) ** 2).mean()
+
+
+def toy_gan(lr=0.01):
+    """(discriminator, generator, pairs) of a 2 -> 3 generator and 3 -> 1 discriminator with an Adam each."""
+    generator = Named("g", seeded_dense(2, 3, seed=2))
+    discriminator = Named("d", seeded_dense(3, 1, seed=3))
+    pairs = [(DiscriminatorLoss(discriminator, generator), nn.Adam(discriminator.trainable_params(), lr)),
+             (GeneratorLoss(discriminator, generator), nn.Adam(generator.trainable_params(), lr))]
+    return discriminator, generator, pairs
+
+
+def gan_batch(seed, gain=1.0, n=8):
+    """(real, z, gain) numpy arrays for ``toy_gan``."""
+    rng = np.random.RandomState(seed)
+    return (rng.randn(n, 3).astype(np.float32) + 2, rng.randn(n, 2).astype(np.float32), np.float32(gain))
