@@ -1,4 +1,10 @@
-"""MultiOptimizerTrainOneStepCell: window order, per-pair and shared skip decisions, NumPy references, names."""
+"""MultiOptimizerTrainOneStepCell: window order, per-pair and shared skip decisions, NumPy references, names, the
+GAN example, and a 2-worker msrun job."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import mindspore as ms
 import pytest
@@ -7,7 +13,10 @@ from mindspore import Tensor, nn
 from boost_cells import DynamicLossScaleUpdate, MultiOptimizerTrainOneStepCell, NPUFloatStatusCheck
 from tests.helpers import (NumpyOptimizer, accumulation, batch, chained_pairs, gan_batch, numpy_mse_grads, toy_gan,
                            weights_of)
+from tests.launch import ROOT, msrun
 from tests.test_overflow import ProbedLinear, _Recorder
+
+WORKER = Path(__file__).resolve().parent / "distributed" / "multi_optimizer_worker.py"
 
 O0 = {"level": "O0"}
 
@@ -178,3 +187,40 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="two different parameters named 'fc.weight'"):
         MultiOptimizerTrainOneStepCell([pairs[0], twin_pairs[0]], Tensor(1.0))
     assert [p.name for p in twin.trainable_params()] == ["fc.weight", "fc.bias"]
+
+
+def test_gan_example_trains_in_float16_with_a_planted_overflow():
+    """examples/gan.py as a user runs it: float16 networks, dynamic scales, an overflow planted in the
+    discriminator's step 100; the script itself fails unless that step was skipped by the discriminator alone, every
+    other loss stayed finite, and the classifier's confidence on generated digits reaches the minimum."""
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "gan.py"), "--steps", "300",
+                             "--min-confidence", "0.6"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    skipped = re.search(r"skipped steps: discriminator \[(.*)\], generator \[(.*)\]", result.stdout)
+    assert "100" in skipped.group(1).split(", ") and "100" not in skipped.group(2).split(", ")
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory):
+    out = tmp_path_factory.mktemp("multi_optimizer")
+    code, output = msrun(2, [WORKER, out], out / "logs", timeout=300)
+    assert code == 0, output[-5000:]
+    return {(name, rank): dict(np.load(out / f"{name}_rank{rank}.npz"))
+            for name in ("per_pair", "shared") for rank in range(2)}
+
+
+@pytest.mark.parametrize("name", ["per_pair", "shared"])
+def test_data_parallel_overflow_on_one_rank_is_skipped_on_both(two_workers, name):
+    """2-worker msrun: an inf in the discriminator's loss on rank 1 at step 1 is skipped by the discriminator on
+    both ranks (by the generator too in shared mode), and every parameter stays bit-identical across replicas."""
+    ranks = two_workers[(name, 0)], two_workers[(name, 1)]
+    assert ranks[0].keys() == ranks[1].keys()
+    for key, value in ranks[0].items():
+        np.testing.assert_array_equal(ranks[1][key], value, err_msg=key)
+    shared = name == "shared"
+    assert ranks[0]["overflows"].tolist() == [[False, False], [True, shared], [False, False]]
+    for prefix, skips in (("d.", True), ("g.", shared)):
+        for weight in ("weight", "bias"):
+            key = prefix + weight
+            assert np.array_equal(ranks[0][f"0/{key}"], ranks[0][f"1/{key}"]) == skips, key
+            assert not np.array_equal(ranks[0][f"1/{key}"], ranks[0][f"2/{key}"]), key
