@@ -120,19 +120,22 @@ class _Tagged:
         self.log.append(name + self.tag)
 
 
-def test_windows_are_ordered_and_skip_per_pair(mode):
-    """Honest CPU test of the Ascend path: recording stand-ins replace NPUClear/GetFloatStatusV2 (no CPU kernel).
-    Each step must run pair 1's whole window (forward, clear, backward, read, clear) before pair 2's forward; in
-    GRAPH_MODE only depend edges force it. A non-zero status in pair 1's read skips pair 1 only."""
+@pytest.mark.parametrize("distributed", [False, True], ids=["standalone", "distributed"])
+def test_windows_are_ordered_and_skip_per_pair(mode, distributed):
+    """Honest CPU test of the Ascend path: recording stand-ins replace NPUClear/GetFloatStatusV2 (no CPU kernel)
+    and, when distributed, the status all-reduce. Each step must run pair 1's whole window (forward, clear,
+    backward, read [, all-reduce], clear) before pair 2's forward; in GRAPH_MODE only depend edges force it. A
+    non-zero status in pair 1's read skips pair 1 only."""
     log, recorders = [], [_Recorder(), _Recorder()]
     for tag, recorder in zip("12", recorders):
         recorder.events = _Tagged(log, tag)
     nets = [ProbedLinear(recorder) for recorder in recorders]
     nets[1].fc.update_parameters_name("second.")
-    detectors = [NPUFloatStatusCheck(clear_op=r.op("clear", True), get_op=r.op("get", True)) for r in recorders]
+    detectors = [NPUFloatStatusCheck(distributed, clear_op=r.op("clear", True), get_op=r.op("get", True),
+                                     all_reduce_op=r.op("all_reduce") if distributed else None) for r in recorders]
     pairs = [(net, nn.SGD(net.trainable_params(), 0.1)) for net in nets]
     cell = MultiOptimizerTrainOneStepCell(pairs, Tensor(4.0), boost_config=O0, overflow_detectors=detectors)
-    window = ["forward", "clear", "backward", "get", "clear"]
+    window = ["forward", "clear", "backward", "get"] + (["all_reduce"] if distributed else []) + ["clear"]
     x, y = (Tensor(a) for a in batch())
     for step in range(2):
         recorders[0].status_value = step
