@@ -5,7 +5,7 @@ update strategy, accumulation included); this cell only orders the pairs' window
 """
 from mindspore import nn, ops
 
-from .train_cells import BoostTrainOneStepWithLossScaleCell, _PhaseCachingCell, _resolve_config
+from .train_cells import BoostTrainOneStepWithLossScaleCell, _check_cells, _PhaseCachingCell, _resolve_config
 
 __all__ = ["MultiOptimizerTrainOneStepCell"]
 
@@ -20,6 +20,7 @@ def _check_pairs(pairs):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise TypeError(f"For '{_NAME}', 'pairs[{index}]' must be a (network_with_loss, optimizer) pair, but "
                             f"got {pair!r}.")
+        _check_cells(_NAME, *pair)
     return [tuple(pair) for pair in pairs]
 
 
@@ -150,13 +151,13 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
         for index in range(self.count):
             step = self.steps[index]
             loss, step_grads, overflow = step.scaled_gradients(ops.reshape(step.scale_sense, ()), inputs)
-            if not self.shared_overflow:
-                if not overflow:
-                    step.update(loss, step_grads)
+            if self.shared_overflow:
+                grads += (step_grads,)
+            elif not overflow:
+                step.update(loss, step_grads)
             inputs = tuple([ops.depend(value, overflow) for value in inputs])
             losses += (loss,)
             flags += (overflow,)
-            grads += (step_grads,)
         if self.shared_overflow:
             overflow = _any(flags)
             for index in range(self.count):

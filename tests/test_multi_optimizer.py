@@ -184,7 +184,7 @@ def test_bad_arguments_are_named():
         MultiOptimizerTrainOneStepCell(pairs, Tensor(1.0), shared_overflow=1)
     with pytest.raises(TypeError, match="'overflow_detectors' must be a list"):
         MultiOptimizerTrainOneStepCell(pairs, Tensor(1.0), overflow_detectors=NPUFloatStatusCheck())
-    with pytest.raises(TypeError, match="'optimizer' must be an optimizer Cell"):
+    with pytest.raises(TypeError, match="For 'MultiOptimizerTrainOneStepCell', 'optimizer' must be an optimizer"):
         MultiOptimizerTrainOneStepCell([(pairs[0][0], None)], Tensor(1.0))
     twin, _, twin_pairs = chained_pairs()
     with pytest.raises(ValueError, match="two different parameters named 'fc.weight'"):
