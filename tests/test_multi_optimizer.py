@@ -61,6 +61,23 @@ def test_clean_steps_match_numpy(mode, shared_overflow):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def test_gan_step_equals_consecutive_plain_cells(mode):
+    """Without overflow, one step equals MindSpore's plain ``nn.TrainOneStepCell`` for the discriminator followed by
+    one for the generator (two Adams; the scale 1024 is a power of two, so unscaling is exact)."""
+    discriminator, generator, pairs = toy_gan()
+    cell = MultiOptimizerTrainOneStepCell(pairs, Tensor(1024.0), boost_config=O0)
+    control_d, control_g, control_pairs = toy_gan()
+    control_steps = [nn.TrainOneStepCell(*pair) for pair in control_pairs]
+    for step in range(3):
+        inputs = [Tensor(a) for a in gan_batch(step)]
+        losses, _, _ = cell(*inputs)
+        control_losses = [control(*inputs) for control in control_steps]
+        assert [float(v.asnumpy()) for v in losses] == [float(v.asnumpy()) for v in control_losses]
+    for net, control in ((discriminator, control_d), (generator, control_g)):
+        for got, want in zip(as_numpy(net), as_numpy(control)):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
 def test_accumulation_per_pair_matches_numpy(mode):
     """With accumulation over 2 micro-steps each pair applies its mean gradient on every 2nd micro-step; each
     pair's counter is its own Parameter (``pair<i>.grad_accumulation.accumulation_step``)."""
