@@ -27,22 +27,25 @@ def as_numpy(net):
 
 def numpy_chained(batches, shared_overflow, k=1):
     """NumPy reference for ``chained_pairs``: Momentum on the mean gradient of every ``k`` micro-batches; in list
-    order the head's gradient reads the first network as updated this step, in shared mode as the step began."""
+    order the head reads the first network as updated this step, in shared mode as the step began. Returns the
+    final weights of both networks and the two losses of every step."""
     first, head, _ = chained_pairs()
     (wa, ba), (wb, bb) = as_numpy(first), as_numpy(head)
     opt_a, opt_b = NumpyOptimizer(0.1, 0.9), NumpyOptimizer(0.1, 0.9)
-    sums_a, sums_b = [0, 0], [0, 0]
+    sums_a, sums_b, losses = [0, 0], [0, 0], []
     for step, (x, y) in enumerate(batches, 1):
         x, y = x.astype(np.float64), y.astype(np.float64)
         sums_a = [s + g for s, g in zip(sums_a, numpy_mse_grads(wa, ba, x, y))]
         new_a = opt_a.step([wa, ba], [s / k for s in sums_a]) if step % k == 0 else [wa, ba]
         read_a = (wa, ba) if shared_overflow else new_a
-        sums_b = [s + g for s, g in zip(sums_b, numpy_mse_grads(wb, bb, x @ read_a[0].T + read_a[1], y))]
+        hidden = x @ read_a[0].T + read_a[1]
+        losses.append([np.mean((x @ wa.T + ba - y) ** 2), np.mean((hidden @ wb.T + bb - y) ** 2)])
+        sums_b = [s + g for s, g in zip(sums_b, numpy_mse_grads(wb, bb, hidden, y))]
         if step % k == 0:
             wb, bb = opt_b.step([wb, bb], [s / k for s in sums_b])
             sums_a, sums_b = [0, 0], [0, 0]
         wa, ba = new_a
-    return [wa, ba], [wb, bb]
+    return [wa, ba], [wb, bb], losses
 
 
 @pytest.mark.parametrize("shared_overflow", [False, True], ids=["per_pair", "shared"])
@@ -52,11 +55,12 @@ def test_clean_steps_match_numpy(mode, shared_overflow):
     first, head, pairs = chained_pairs()
     cell = MultiOptimizerTrainOneStepCell(pairs, [Tensor(4.0), Tensor(1024.0)], shared_overflow, boost_config=O0)
     batches = [batch(seed=s) for s in range(3)]
-    for x, y in batches:
+    expected_a, expected_b, expected_losses = numpy_chained(batches, shared_overflow)
+    for (x, y), expected in zip(batches, expected_losses):
         losses, overflows, scales = cell(Tensor(x), Tensor(y))
+        np.testing.assert_allclose([float(v.asnumpy()) for v in losses], expected, rtol=1e-5)
         assert not any(bool(f.asnumpy()) for f in overflows)
         assert [float(s.asnumpy()) for s in scales] == [4.0, 1024.0]
-    expected_a, expected_b = numpy_chained(batches, shared_overflow)
     for got, want in zip(as_numpy(first) + as_numpy(head), expected_a + expected_b):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -86,7 +90,7 @@ def test_accumulation_per_pair_matches_numpy(mode):
     batches = [batch(seed=s) for s in range(4)]
     for x, y in batches:
         cell(Tensor(x), Tensor(y))
-    expected_a, expected_b = numpy_chained(batches, False, k=2)
+    expected_a, expected_b, _ = numpy_chained(batches, False, k=2)
     for got, want in zip(as_numpy(first) + as_numpy(head), expected_a + expected_b):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     names = {p.name for p in cell.get_parameters()}
