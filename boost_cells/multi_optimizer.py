@@ -3,6 +3,8 @@
 Each pair is a ``BoostTrainOneStepWithLossScaleCell`` (its gradients, overflow detector, loss-scale policy and
 update strategy, accumulation included); this cell only orders the pairs' windows and decides who updates.
 """
+import os
+
 from mindspore import nn, ops
 
 from .train_cells import BoostTrainOneStepWithLossScaleCell, _check_cells, _PhaseCachingCell, _resolve_config
@@ -67,6 +69,16 @@ def _name_state_apart(steps):
             param.name = f"pair{index}.{param.name}"
 
 
+def _pair_report_paths(path, count):
+    """``<stem>.pair<i><ext>`` per pair for an overflow-report path, or None each when reporting is off."""
+    if path is None:
+        return [None] * count
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"For '{_NAME}', 'overflow_report' must be a path string, but got {type(path).__name__}.")
+    stem, ext = os.path.splitext(os.fspath(path))
+    return [f"{stem}.pair{index}{ext}" for index in range(count)]
+
+
 def _any(flags):
     overflow = flags[0]
     for flag in flags[1:]:
@@ -86,9 +98,9 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
     - ``shared_overflow=False`` (default): each optimizer skips on its own overflow. Per-pair scales move with
       their own pair's overflow; a single shared scale is moved once per step by its policy, lowered when any pair
       overflowed (as PyTorch's ``GradScaler``).
-    - ``shared_overflow=True``: one decision, every optimizer updates or none does. Deciding needs every flag
-      before any update, so every pair's gradients are taken at the weights the step started with; the clean
-      updates then follow in list order. Every policy sees the shared decision.
+    - ``shared_overflow=True``: one decision, every optimizer updates or none does (none when any pair's flag is
+      set). Deciding needs every flag before any update, so every pair's gradients are taken at the weights the
+      step started with; the clean updates then follow in list order. Every policy sees the shared decision.
 
     With gradient accumulation in the config, each pair accumulates on its own (skipped micro-steps never reach
     its buffer). Network parameters keep their names; state that pairs own under the same name is prefixed
@@ -102,6 +114,9 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
         boost_config (BoostConfig, dict or str): as ``BoostTrainOneStepCell``; applies to every pair.
         overflow_detectors (list of Cell): one detector per pair, overriding the target's (tests pass recording
             stand-ins for the NPU float-status ops).
+        overflow_report (str): on each pair's first overflowing step, write an overflow report of its network
+            (``boost_cells.diagnostics``) for that batch and scale to ``<stem>.pair<i><ext>`` and go on training;
+            overrides the config's ``diagnostics.overflow_report``. Off (default): ``__call__`` is the plain step.
 
     Parameters (state, checkpointed):
         scale_sense (float32): the shared loss scale; with a list, ``pair<i>.scale_sense`` per pair.
@@ -110,18 +125,19 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
             ...); names used by one pair only are kept.
 
     Inputs: ``*inputs``, passed to every network.
-    Outputs: ``(losses, overflows, scales)``, tuples with one entry per pair: the loss, whether the pair's update
-    was skipped (bool scalar, identical on every rank; the shared decision when ``shared_overflow``), and the
-    pair's scale after this step's policy update.
+    Outputs: ``(losses, overflows, scales)``, tuples with one entry per pair: the loss, the pair's own overflow
+    flag (bool scalar, identical on every rank), and the pair's scale after this step's policy update.
 
     Raises:
         TypeError: ``pairs`` is not a non-empty list of pairs, a network or optimizer is not a Cell,
-            ``shared_overflow`` is not a bool, or a ``scale_sense`` is neither an update cell nor a Tensor.
+            ``shared_overflow`` is not a bool, a ``scale_sense`` is neither an update cell nor a Tensor, or
+            ``overflow_report`` is not a path.
         ValueError: a list ``scale_sense`` or ``overflow_detectors`` of the wrong length, two networks' distinct
             parameters share a name, or an invalid config.
     """
 
-    def __init__(self, pairs, scale_sense, shared_overflow=False, boost_config=None, *, overflow_detectors=None):
+    def __init__(self, pairs, scale_sense, shared_overflow=False, boost_config=None, *, overflow_detectors=None,
+                 overflow_report=None):
         super().__init__(auto_prefix=False)
         pairs = _check_pairs(pairs)
         if not isinstance(shared_overflow, bool):
@@ -132,8 +148,11 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
                             f"got {type(overflow_detectors).__name__}.")
         detectors = _per_pair("overflow_detectors", overflow_detectors, len(pairs))
         config = _resolve_config(boost_config)
-        steps = [BoostTrainOneStepWithLossScaleCell(network, optimizer, sense, config, overflow_detector=detector)
-                 for (network, optimizer), sense, detector in zip(pairs, senses, detectors)]
+        report = overflow_report if overflow_report is not None else config.section("diagnostics")["overflow_report"]
+        reports = _pair_report_paths(report, len(pairs))
+        steps = [BoostTrainOneStepWithLossScaleCell(network, optimizer, sense, config, overflow_detector=detector,
+                                                    overflow_report=path)
+                 for (network, optimizer), sense, detector, path in zip(pairs, senses, detectors, reports)]
         self.shared_scale = not isinstance(scale_sense, (list, tuple))
         if self.shared_scale:
             for step in steps[1:]:
@@ -145,6 +164,17 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
         self.shared_overflow = shared_overflow
         self.count = len(pairs)
         self.identity = ops.Identity()
+        self.reporting = report is not None
+
+    def __call__(self, *inputs):
+        if not self.reporting:
+            return super().__call__(*inputs)
+        for step in self.steps:
+            step.overflow_reporter.before_step(step)
+        outputs = super().__call__(*inputs)
+        for step, overflow in zip(self.steps, outputs[1]):
+            step.overflow_reporter.after_step(step, inputs, overflow)
+        return outputs
 
     def construct(self, *inputs):
         losses, flags, grads = (), (), ()
@@ -158,14 +188,15 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
             inputs = tuple([ops.depend(value, overflow) for value in inputs])
             losses += (loss,)
             flags += (overflow,)
+        decisions = flags
         if self.shared_overflow:
             overflow = _any(flags)
             for index in range(self.count):
                 step = self.steps[index]
                 if not overflow:
                     step.update(losses[index], grads[index])
-            flags = (overflow,) * self.count
-        return losses, flags, self._move_scales(flags)
+            decisions = (overflow,) * self.count
+        return losses, flags, self._move_scales(decisions)
 
     def _move_scales(self, flags):
         """Run the policies (one per scale) on the skip decisions; the scales after the update, one per pair."""

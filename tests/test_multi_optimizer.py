@@ -1,5 +1,6 @@
 """MultiOptimizerTrainOneStepCell: window order, per-pair and shared skip decisions, NumPy references, names, the
 GAN example, and a 2-worker msrun job."""
+import json
 import re
 import subprocess
 import sys
@@ -119,7 +120,7 @@ def test_overflow_in_discriminator_loss(mode, shared_overflow, shared_scale):
         d_before, g_before = optimizer_state(d_opt), optimizer_state(g_opt)
         _, overflows, scales = cell(*(Tensor(a) for a in gan_batch(step, gain=np.inf if step == 1 else 1.0)))
         d_after, g_after = optimizer_state(d_opt), optimizer_state(g_opt)
-        assert [bool(f.asnumpy()) for f in overflows] == ([True, generator_skips] if step == 1 else [False, False])
+        assert [bool(f.asnumpy()) for f in overflows] == [step == 1, False]
         assert tuple(float(s.asnumpy()) for s in scales) == expected_scales[step]
         d_same = all(np.array_equal(d_before[k], d_after[k]) for k in d_before)
         assert d_same == (step == 1)
@@ -193,6 +194,20 @@ def test_names_stay_and_checkpoint_loads_into_plain_networks(graph_mode, tmp_pat
         assert all(np.array_equal(a, b) for a, b in zip(as_numpy(fresh), as_numpy(trained)))
 
 
+@pytest.mark.parametrize("shared_overflow", [False, True], ids=["per_pair", "shared"])
+def test_first_overflow_report_per_pair(graph_mode, tmp_path, shared_overflow):
+    """With a config's ``diagnostics.overflow_report``, the pair whose own flag is set (not the other one, even when
+    the decision is shared) gets a report of its network on that batch and scale, at ``<stem>.pair<i><ext>``."""
+    _, _, pairs = toy_gan()
+    config = {"level": "O0", "diagnostics": {"overflow_report": str(tmp_path / "report.json")}}
+    cell = MultiOptimizerTrainOneStepCell(pairs, Tensor(64.0), shared_overflow, boost_config=config)
+    for step in range(2):
+        cell(*(Tensor(a) for a in gan_batch(step, gain=np.inf if step == 1 else 1.0)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.pair0.json"]
+    report = json.loads((tmp_path / "report.pair0.json").read_text())
+    assert report["sens"] == 64.0 and report["records"]
+
+
 def test_bad_arguments_are_named():
     _, _, pairs = chained_pairs()
     with pytest.raises(TypeError, match="'pairs' must be a non-empty list"):
@@ -203,6 +218,8 @@ def test_bad_arguments_are_named():
         MultiOptimizerTrainOneStepCell(pairs, [Tensor(1.0)] * 3)
     with pytest.raises(TypeError, match="'shared_overflow' must be a bool"):
         MultiOptimizerTrainOneStepCell(pairs, Tensor(1.0), shared_overflow=1)
+    with pytest.raises(TypeError, match="'overflow_report' must be a path string"):
+        MultiOptimizerTrainOneStepCell(pairs, Tensor(1.0), overflow_report=3)
     with pytest.raises(TypeError, match="'overflow_detectors' must be a list"):
         MultiOptimizerTrainOneStepCell(pairs, Tensor(1.0), overflow_detectors=NPUFloatStatusCheck())
     with pytest.raises(TypeError, match="For 'MultiOptimizerTrainOneStepCell', 'optimizer' must be an optimizer"):
@@ -242,7 +259,7 @@ def test_data_parallel_overflow_on_one_rank_is_skipped_on_both(two_workers, name
     for key, value in ranks[0].items():
         np.testing.assert_array_equal(ranks[1][key], value, err_msg=key)
     shared = name == "shared"
-    assert ranks[0]["overflows"].tolist() == [[False, False], [True, shared], [False, False]]
+    assert ranks[0]["overflows"].tolist() == [[False, False], [True, False], [False, False]]
     for prefix, skips in (("d.", True), ("g.", shared)):
         for weight in ("weight", "bias"):
             key = prefix + weight
