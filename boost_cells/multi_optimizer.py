@@ -45,9 +45,9 @@ def _check_weight_names(steps):
         for weight in step.network.get_parameters():
             other = owner.setdefault(weight.name, (index, weight))
             if other[1] is not weight:
-                raise ValueError(f"For '{_NAME}', the networks of pairs {other[0]} and {index} hold two different "
-                                 f"parameters named '{weight.name}'; MindSpore would rename every parameter of "
-                                 "the cell. Give the networks' parameters distinct names.")
+                raise ValueError(f"For '{_NAME}', the networks hold two different parameters named "
+                                 f"'{weight.name}' (in pairs {other[0]} and {index}); MindSpore would rename every "
+                                 "parameter of the cell. Give the networks' parameters distinct names.")
 
 
 def _name_state_apart(steps):
