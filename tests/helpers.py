@@ -201,3 +201,13 @@ def gan_batch(seed, gain=1.0, n=8):
     """(real, z, gain) numpy arrays for ``toy_gan``."""
     rng = np.random.RandomState(seed)
     return (rng.randn(n, 3).astype(np.float32) + 2, rng.randn(n, 2).astype(np.float32), np.float32(gain))
+
+
+def init_data_parallel():
+    """For an msrun worker: GRAPH_MODE on CPU, the collective backend, data-parallel with mean gradients; the rank."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from mindspore.communication import get_rank, init  # pylint: disable=import-outside-toplevel
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    init()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    return get_rank()

@@ -9,14 +9,12 @@ import os
 import sys
 
 import numpy as np
-import mindspore as ms
 from mindspore import Tensor
-from mindspore.communication import get_rank, init
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from boost_cells import DynamicLossScaleUpdate, MultiOptimizerTrainOneStepCell  # noqa: E402
-from tests.helpers import gan_batch, toy_gan  # noqa: E402
+from tests.helpers import gan_batch, init_data_parallel, toy_gan  # noqa: E402
 
 STEPS = 3
 POISON = (1, 1)  # (step, rank)
@@ -36,11 +34,7 @@ def run(shared_overflow, rank):
 
 
 def main():
-    out_dir = sys.argv[1]
-    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-    init()
-    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
-    rank = get_rank()
+    out_dir, rank = sys.argv[1], init_data_parallel()
     for name, shared_overflow in (("per_pair", False), ("shared", True)):
         np.savez(os.path.join(out_dir, f"{name}_rank{rank}.npz"), **run(shared_overflow, rank))
         print(f"rank {rank}: {name} done", flush=True)
