@@ -18,6 +18,7 @@ import math
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
+from mindspore.train.loss_scale_manager import LossScaleManager
 
 from ..config import MAX_LOSS_SCALE
 from .loss_scale import DynamicLossScaleUpdate, check_scale_value, unscale_by
@@ -67,12 +68,13 @@ def _check_groups(groups):
     return tuple(checked)
 
 
-class GroupLossScaleManager(nn.Cell):
+class GroupLossScaleManager(nn.Cell, LossScaleManager):
     """Per-layer-group dynamic loss scales, drop-in for ``mindspore.boost.GroupLossScaleManager``.
 
     Call it between layer groups in ``construct`` (see the module docstring); pass it as ``scale_sense`` of
     ``BoostTrainOneStepWithLossScaleCell`` or as ``loss_scale_manager`` of ``build_train_network``. The train cell
-    binds it to the optimizer's parameters (``set_loss_scale_status``), which creates the scales.
+    binds it to the optimizer's parameters (``set_loss_scale_status``), which creates the scales. It is a
+    ``mindspore.amp.LossScaleManager``, so ``Model(..., loss_scale_manager=manager)`` accepts it.
 
     Each group's scale follows ``DynamicLossScaleUpdate`` on that group's own overflow flag: an overflow in the
     group divides its scale by ``scale_factor`` (floor ``min_scale``); it is multiplied by ``scale_factor`` (ceiling
@@ -124,6 +126,17 @@ class GroupLossScaleManager(nn.Cell):
         self.scales = None
         self.end = Tensor([1.0], mstype.float32)
         self.scale_gradient = _ScaleGradient()
+        self.output_dtype = None
+
+    def add_flags_recursive(self, **flags):
+        """Mixed precision (``network.to_float(float16)``) keeps this cell in float32, since a float16 scale
+        ratio overflows at 65504, and casts its output to the requested type instead, as the reference does."""
+        if flags.get("fp16") or flags.get("bf16"):
+            self.output_dtype = mstype.float16 if flags.get("fp16") else mstype.bfloat16
+            flags = dict(flags, fp16=False, bf16=False, fp32=True)
+        elif flags.get("fp32"):
+            self.output_dtype = None
+        return super().add_flags_recursive(**flags)
 
     def __setattr__(self, name, value):
         if name == "loss_scale_groups":
@@ -176,7 +189,10 @@ class GroupLossScaleManager(nn.Cell):
         if self.scales is None:
             return x
         scales = ops.concat((self.end, self.scales, self.end))
-        return self.scale_gradient(x, ops.stop_gradient(scales[layer1] / scales[layer2]))
+        x = self.scale_gradient(x, ops.stop_gradient(scales[layer1] / scales[layer2]))
+        if self.output_dtype is not None:
+            x = ops.cast(x, self.output_dtype)
+        return x
 
 
 class GroupLossScale(nn.Cell):
