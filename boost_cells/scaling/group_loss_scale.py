@@ -28,6 +28,15 @@ __all__ = ["GroupLossScaleManager", "GroupLossScale"]
 _NAME = "GroupLossScaleManager"
 
 
+_zero_or_nan = ops.MultitypeFuncGraph("zero_or_nan")
+
+
+@_zero_or_nan.register("Tensor")
+def _zero_or_nan_tensor(grad):
+    """float32 0 for a finite ``grad``, nan when it holds an inf or nan (see ``any_non_finite``)."""
+    return ops.cast((grad * 0).sum(), mstype.float32)
+
+
 class _ScaleGradient(nn.Cell):
     """Identity forward; the backward pass multiplies the incoming gradient by ``ratio`` (float32 scalar),
     in float32, and casts back to the gradient's dtype (a float16 network keeps its dtype, the ratio stays exact).
@@ -41,8 +50,9 @@ class _ScaleGradient(nn.Cell):
 
 
 def _check_scale(name, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"For '{_NAME}', '{name}' must be a number, but got {type(value).__name__}.")
+    if not math.isfinite(value) or not low <= value <= high:
         raise ValueError(f"For '{_NAME}', '{name}' must be a number in [{low}, {high}], but got {value!r}.")
     return float(value)
 
@@ -244,7 +254,7 @@ class GroupLossScale(nn.Cell):
         self.scales.set_data(Tensor(np.full((self.count,), value, np.float32)))
 
     def construct(self, overflow, grads):
-        sums = ops.stack([ops.cast((grad * 0).sum(), mstype.float32) for grad in grads])
+        sums = ops.stack(self.hyper_map(_zero_or_nan, grads))
         flags = ops.logical_not(ops.isfinite(ops.unsorted_segment_sum(sums, self.group_ids, self.count)))
         if self.all_reduce is not None:
             flags = self.all_reduce(ops.cast(flags, mstype.float32)) > 0
