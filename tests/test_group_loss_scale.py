@@ -5,6 +5,7 @@ input (``f1``, ``f2``): that plants an overflow in exactly one group, on chosen 
 """
 import importlib
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,64 +15,16 @@ from mindspore.common import dtype as mstype
 
 from boost_cells import (BoostConfig, BoostTrainOneStepWithLossScaleCell, GroupLossScaleManager,
                          build_train_network)
-from boost_cells.scaling.group_loss_scale import GroupLossScale, _ScaleGradient
+from boost_cells.scaling.group_loss_scale import GroupLossScale
+from tests.group_net import TwoGroupNet, WithMSE, numpy_two_group_grads
 from tests.helpers import NumpyOptimizer
+from tests.distributed import group_worker
+from tests.launch import msrun
 from tests.test_loss_scale import numpy_policy
 
+GROUP_WORKER = Path(__file__).resolve().parent / "distributed" / "group_worker.py"
 GROUP_CONFIG = {"boost": {"mode": "manual", "loss_scale_group": True}}
 ONE, INF = Tensor(1.0, mstype.float32), Tensor(np.inf, mstype.float32)
-
-
-class PoisonedLinear(nn.Cell):
-    """y = x w^T + b; the gradient of w is multiplied by the input ``f`` (1 for clean, inf to plant an overflow)."""
-
-    def __init__(self, w, b):
-        super().__init__()
-        self.weight = ms.Parameter(Tensor(w), name="weight")
-        self.bias = ms.Parameter(Tensor(b), name="bias")
-        self.poison = _ScaleGradient()
-
-    def construct(self, x, f):
-        return ops.matmul(x, self.poison(self.weight, f).T) + self.bias
-
-
-class TwoGroupNet(nn.Cell):
-    """Group 1: tanh(l1(x)); group 2: l2. Manager calls at the input, between the groups and at the output."""
-
-    def __init__(self, manager, seed=0):
-        super().__init__()
-        rng = np.random.RandomState(seed)
-        self.l1 = PoisonedLinear(rng.randn(5, 4).astype(np.float32) * 0.5, rng.randn(5).astype(np.float32) * 0.1)
-        self.l2 = PoisonedLinear(rng.randn(3, 5).astype(np.float32) * 0.5, rng.randn(3).astype(np.float32) * 0.1)
-        self.manager = manager
-
-    def construct(self, x, f1, f2):
-        x = self.manager(x, 0, 1)
-        x = ops.tanh(self.l1(x, f1))
-        x = self.manager(x, 1, 2)
-        x = self.l2(x, f2)
-        return self.manager(x, 2, 3)
-
-    def groups(self):
-        return [[self.l1.weight, self.l1.bias], [self.l2.weight, self.l2.bias]]
-
-
-class WithMSE(nn.Cell):
-    def __init__(self, net):
-        super().__init__(auto_prefix=False)
-        self.net = net
-
-    def construct(self, x, y, f1, f2):
-        return ((self.net(x, f1, f2) - y) ** 2).mean()
-
-
-def numpy_grads(params, x, y):
-    """Gradients of mean((tanh(x w1^T + b1) w2^T + b2 - y)^2) for [w1, b1, w2, b2], and of x."""
-    w1, b1, w2, b2 = (np.asarray(p, np.float64) for p in params)
-    h = np.tanh(x @ w1.T + b1)
-    dout = 2.0 * (h @ w2.T + b2 - y) / y.size
-    dz = (dout @ w2) * (1 - h ** 2)
-    return [dz.T @ x, dz.sum(0), dout.T @ h, dout.sum(0)], dz @ w1
 
 
 def make_batch(seed=1):
@@ -124,7 +77,7 @@ def test_backward_multiplies_each_group_by_its_scale(mode):
     x, y = make_batch()
     grad = ops.GradOperation(get_all=True, get_by_list=True)(WithMSE(net), ms.ParameterTuple(params))
     input_grads, param_grads = grad(Tensor(x), Tensor(y), ONE, ONE)
-    expected, expected_dx = numpy_grads(values(params), x, y)
+    expected, expected_dx = numpy_two_group_grads(values(params), x, y)
     for got, want, scale in zip(param_grads, expected, [1024.0, 1024.0, 8.0, 8.0]):
         np.testing.assert_allclose(got.asnumpy(), scale * want, rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(input_grads[0].asnumpy(), expected_dx, rtol=2e-5, atol=1e-7)
@@ -136,7 +89,7 @@ def test_clean_steps_equal_unscaled_float32_sgd(mode):
     params = net.trainable_params()
     reference = values(params)
     for _ in range(3):
-        grads, _ = numpy_grads(reference, x, y)
+        grads, _ = numpy_two_group_grads(reference, x, y)
         reference = [p - 0.1 * g for p, g in zip(reference, grads)]
         loss, overflow, scale = cell(Tensor(x), Tensor(y), ONE, ONE)
         assert not overflow.asnumpy() and scale.asnumpy() == 4096.0 and np.isfinite(loss.asnumpy())
@@ -170,7 +123,7 @@ def test_scale_trajectories_with_planted_overflows(mode):
             for got, want in zip(values(opt.parameters) + values(opt.moments), before):
                 np.testing.assert_array_equal(got, want)
         else:
-            reference = numpy_opt.step(reference, numpy_grads(reference, x, y)[0])
+            reference = numpy_opt.step(reference, numpy_two_group_grads(reference, x, y)[0])
             for got, want in zip(values(params), reference):
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -209,7 +162,7 @@ def test_float16_network_keeps_scale_ratios_above_65504(mode):
     params = net.trainable_params()
     w1, b1, w2, b2 = values(params)
     y = (np.tanh(x @ w1.T + b1) @ w2.T + b2 + 0.05 * y).astype(np.float32)  # small errors: 2**17 * dW2 < 65504
-    grads, _ = numpy_grads(values(params), x, y)
+    grads, _ = numpy_two_group_grads(values(params), x, y)
     reference = [p - 0.1 * g for p, g in zip(values(params), grads)]
     _, overflow, scale = cell(Tensor(x), Tensor(y), ONE, ONE)
     assert not overflow.asnumpy() and scale.asnumpy() == 2.0 ** 17
@@ -362,3 +315,32 @@ def test_bad_groups_and_binding(graph_mode):
     manager.loss_scale_groups = net.groups()
     with pytest.raises(ValueError, match=r"one value per group \(2\), but got 3 values"):
         BoostTrainOneStepWithLossScaleCell(WithMSE(net), opt, manager)
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory):
+    out = tmp_path_factory.mktemp("group_dp2")
+    code, output = msrun(2, [GROUP_WORKER, out], out / "logs", timeout=240)
+    assert code == 0, output[-5000:]
+    return [dict(np.load(out / f"group_rank{rank}.npz")) for rank in range(2)]
+
+
+def test_data_parallel_overflow_on_one_rank_moves_that_group_on_every_rank(two_workers):
+    """2-worker msrun: group 2 overflows on rank 1 at step 1, group 1 on rank 0 at step 2. Both ranks skip both
+    steps and move the same group's scale; the replicas stay bit-identical and match NumPy SGD on the global
+    batches of the clean steps."""
+    for key, value in two_workers[0].items():
+        np.testing.assert_array_equal(two_workers[1][key], value, err_msg=key)
+    result = two_workers[0]
+    planted = [[group_worker.PLANTED.get((step, rank)) for rank in range(2)] for step in range(group_worker.STEPS)]
+    flags = [[1 in step for step in planted], [2 in step for step in planted]]
+    np.testing.assert_array_equal(result["overflows"], [a or b for a, b in zip(*flags)])
+    expected = [numpy_policy(init, 2.0, 2, 1.0, 2.0 ** 24, 1, flags[g]) for g, init in enumerate([64.0, 16.0])]
+    np.testing.assert_array_equal(result["scales"], np.array(expected).T)
+    params = [p.asnumpy() for p in TwoGroupNet(GroupLossScaleManager(1.0, [])).trainable_params()]
+    for step in range(group_worker.STEPS):
+        if not result["overflows"][step]:
+            x, y = group_worker.global_batch(step, 2)
+            params = [p - 0.1 * g for p, g in zip(params, numpy_two_group_grads(params, x, y)[0])]
+    for name, want in zip(("l1.weight", "l1.bias", "l2.weight", "l2.bias"), params):
+        np.testing.assert_allclose(result[name], want, rtol=1e-5, atol=1e-6, err_msg=name)
