@@ -4,6 +4,7 @@ The test network has two layer groups, each a linear layer whose weight gradient
 input (``f1``, ``f2``): that plants an overflow in exactly one group, on chosen steps, in both execution modes.
 """
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -344,3 +345,19 @@ def test_data_parallel_overflow_on_one_rank_moves_that_group_on_every_rank(two_w
             params = [p - 0.1 * g for p, g in zip(params, numpy_two_group_grads(params, x, y)[0])]
     for name, want in zip(("l1.weight", "l1.bias", "l2.weight", "l2.bias"), params):
         np.testing.assert_allclose(result[name], want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_overflow_report_runs_the_backward_pass_from_one(graph_mode, tmp_path):
+    """``overflow_report`` with a manager: the report's backward pass starts from 1 (``scale_sense``), since the
+    manager's calls apply the group scales inside the network; training goes on after it."""
+    path = tmp_path / "overflow.json"
+    manager = GroupLossScaleManager([64.0, 16.0], [])
+    net = TwoGroupNet(manager)
+    manager.loss_scale_groups = net.groups()
+    cell = BoostTrainOneStepWithLossScaleCell(WithMSE(net), nn.SGD(net.trainable_params(), 0.1), manager,
+                                              overflow_report=str(path))
+    x, y = make_batch()
+    assert cell(Tensor(x), Tensor(y), ONE, INF)[1].asnumpy()
+    assert json.loads(path.read_text())["sens"] == 1.0
+    np.testing.assert_array_equal(manager.scales.asnumpy(), [64.0, 8.0])
+    assert not cell(Tensor(x), Tensor(y), ONE, ONE)[1].asnumpy()
