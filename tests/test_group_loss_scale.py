@@ -13,6 +13,7 @@ import pytest
 import mindspore as ms
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
+from mindspore.train.loss_scale_manager import LossScaleManager
 
 from boost_cells import (BoostConfig, BoostTrainOneStepWithLossScaleCell, GroupLossScaleManager,
                          build_train_network)
@@ -276,6 +277,11 @@ def test_build_train_network_and_config_flag(graph_mode):
     with pytest.raises(TypeError, match="'scale_sense' must be a GroupLossScaleManager"):
         BoostTrainOneStepWithLossScaleCell(WithMSE(net), opt, Tensor(8.0), boost_config=config)
     cell.set_sense_scale(Tensor(32.0))
+    np.testing.assert_array_equal(manager.scales.asnumpy(), [32.0, 32.0])
+    # What Model.train and mindspore.amp ask of a loss_scale_manager.
+    assert isinstance(manager, LossScaleManager) and manager.get_update_cell() is manager
+    assert manager.get_drop_overflow_update() and manager.get_loss_scale() == 64.0
+    manager.update_loss_scale(True)
     np.testing.assert_array_equal(manager.scales.asnumpy(), [32.0, 32.0])
 
 

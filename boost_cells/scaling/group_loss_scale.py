@@ -158,6 +158,14 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
         """The initial loss scale, as given."""
         return self._loss_scale
 
+    def get_drop_overflow_update(self):
+        """True: a step with an overflow in any group updates nothing (``Model.train`` asks)."""
+        return True
+
+    def update_loss_scale(self, overflow):
+        """Nothing to do on the host: the train cell moves every group's scale in the step itself. ``Model.train``
+        calls this after each step, as for MindSpore's managers."""
+
     def get_update_cell(self):
         """The manager itself: ``build_train_network`` passes it to the train cell as ``scale_sense``."""
         return self
