@@ -83,7 +83,8 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
 
     Call it between layer groups in ``construct`` (see the module docstring); pass it as ``scale_sense`` of
     ``BoostTrainOneStepWithLossScaleCell`` or as ``loss_scale_manager`` of ``build_train_network``. The train cell
-    binds it to the optimizer's parameters (``set_loss_scale_status``), which creates the scales. It is a
+    binds it to the optimizer's parameters (``bind``, which calls ``set_loss_scale_status`` to create the
+    scales). It is a
     ``mindspore.amp.LossScaleManager``, so ``Model(..., loss_scale_manager=manager)`` accepts it.
 
     Each group's scale follows ``DynamicLossScaleUpdate`` on that group's own overflow flag: an overflow in the
@@ -105,7 +106,8 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
         group_loss_scale.scales (float32, shape (n,)): the current scale of each group.
 
     Inputs: ``x`` (Tensor), ``layer1``, ``layer2`` (int constants in [0, n + 1]).
-    Outputs: ``x``, unchanged.
+    Outputs: ``x``, unchanged (cast to float16/bfloat16 under ``to_float``; unchanged before binding, when
+    there are no scales yet).
 
     Raises:
         TypeError, ValueError: a bad ``init_loss_scale``, ``loss_scale_groups`` or hyperparameter.
