@@ -180,13 +180,19 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         ``GroupLossScaleManager``, every group's scale."""
         self.loss_scale.set_scale(sens)
 
-    def construct(self, *inputs):
+    def scaled_gradients(self, scale, inputs):
+        """One overflow window: the loss, the gradients of the backward pass started from ``scale`` (float32
+        scalar Tensor) and unscaled by the loss-scale part, and the detector's overflow flag (computed last).
+        ``inputs`` is the tuple of network inputs."""
         loss = self.network(*inputs)
-        scale = self.loss_scale.value()
         status, sens = self.overflow_detector.start(loss, ops.ones_like(loss) * ops.cast(scale, loss.dtype))
         grads = self.grad(self.network, self.weights)(*inputs, sens)
         grads = self.loss_scale.unscale(scale, grads)
-        overflow, new_scale = self.loss_scale(self.overflow_detector(status, grads), grads)
+        return loss, grads, self.overflow_detector(status, grads)
+
+    def construct(self, *inputs):
+        loss, grads, overflow = self.scaled_gradients(self.loss_scale.value(), inputs)
+        overflow, new_scale = self.loss_scale(overflow, grads)
         if not overflow:
             self.update(loss, grads)
         return loss, overflow, new_scale
