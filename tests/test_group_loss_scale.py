@@ -367,3 +367,18 @@ def test_overflow_report_runs_the_backward_pass_from_one(graph_mode, tmp_path):
     assert json.loads(path.read_text())["sens"] == 1.0
     np.testing.assert_array_equal(manager.scales.asnumpy(), [64.0, 8.0])
     assert not cell(Tensor(x), Tensor(y), ONE, ONE)[1].asnumpy()
+
+
+class _PastTheLossEnd(TwoGroupNet):
+    def construct(self, x, f1, f2):
+        return self.manager(self.l2(ops.tanh(self.l1(x, f1)), f2), 2, 4)
+
+
+def test_layer_out_of_range(mode):
+    manager = GroupLossScaleManager(64.0, [])
+    net = _PastTheLossEnd(manager)
+    manager.loss_scale_groups = net.groups()
+    cell = BoostTrainOneStepWithLossScaleCell(WithMSE(net), nn.SGD(net.trainable_params(), 0.1), manager)
+    x, y = make_batch()
+    with pytest.raises(ValueError, match=r"'layer1' and 'layer2' must be ints in \[0, 3\].*but got 2 and 4"):
+        cell(Tensor(x), Tensor(y), ONE, ONE)

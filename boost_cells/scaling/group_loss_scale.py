@@ -105,7 +105,7 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
     Parameters (state, checkpointed; created when bound):
         group_loss_scale.scales (float32, shape (n,)): the current scale of each group.
 
-    Inputs: ``x`` (Tensor), ``layer1``, ``layer2`` (int constants in [0, n + 1]).
+    Inputs: ``x`` (Tensor), ``layer1``, ``layer2`` (int constants in [0, n + 1]; others raise ValueError).
     Outputs: ``x``, unchanged (cast to float16/bfloat16 under ``to_float``; unchanged before binding, when
     there are no scales yet).
 
@@ -208,6 +208,10 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
     def construct(self, x, layer1, layer2):
         if self.scales is None:
             return x
+        last = self.loss_scale_number + 1
+        if not (isinstance(layer1, int) and isinstance(layer2, int) and 0 <= layer1 <= last and 0 <= layer2 <= last):
+            raise ValueError(f"For 'GroupLossScaleManager', 'layer1' and 'layer2' must be ints in [0, {last}] (0 is "
+                             f"the input end, {last} the loss end), but got {layer1} and {layer2}.")
         scales = ops.concat((self.end, self.scales, self.end))
         x = self.scale_gradient(x, ops.stop_gradient(scales[layer1] / scales[layer2]))
         if self.output_dtype is not None:
