@@ -19,7 +19,7 @@ from boost_cells import (BoostConfig, BoostTrainOneStepWithLossScaleCell, GroupL
                          build_train_network)
 from boost_cells.scaling.group_loss_scale import GroupLossScale
 from tests.group_net import TwoGroupNet, WithMSE, numpy_two_group_grads
-from tests.helpers import NumpyOptimizer
+from tests.helpers import NumpyOptimizer, accumulation
 from tests.distributed import group_worker
 from tests.launch import msrun
 from tests.test_loss_scale import numpy_policy
@@ -382,3 +382,21 @@ def test_layer_out_of_range(mode):
     x, y = make_batch()
     with pytest.raises(ValueError, match=r"'layer1' and 'layer2' must be ints in \[0, 3\].*but got 2 and 4"):
         cell(Tensor(x), Tensor(y), ONE, ONE)
+
+
+def test_composes_with_gradient_accumulation(graph_mode):
+    """Two micro-steps per update: the unscaled group gradients are averaged, then one SGD step (NumPy)."""
+    manager = GroupLossScaleManager([1024.0, 8.0], [])
+    net = TwoGroupNet(manager)
+    manager.loss_scale_groups = net.groups()
+    params = net.trainable_params()
+    config = {**accumulation(2), "boost": {"mode": "manual", "grad_accumulation": True, "loss_scale_group": True}}
+    cell = BoostTrainOneStepWithLossScaleCell(WithMSE(net), nn.SGD(params, 0.1), manager, boost_config=config)
+    batches = [make_batch(seed) for seed in (1, 2)]
+    reference = values(params)
+    grads = [numpy_two_group_grads(reference, x, y)[0] for x, y in batches]
+    reference = [p - 0.1 * (g1 + g2) / 2 for p, g1, g2 in zip(reference, *grads)]
+    for x, y in batches:
+        cell(Tensor(x), Tensor(y), ONE, ONE)
+    for got, want in zip(values(params), reference):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
