@@ -37,7 +37,7 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 MAX_LOSS_SCALE = 2.0 ** 64
 
 # Features whose algorithms exist in this package; a config that switches on any other one is refused.
-IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum", "less_bn"})
+IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum", "less_bn", "loss_scale_group"})
 
 
 class BoostConfigWarning(UserWarning):

@@ -7,6 +7,7 @@ import os
 
 from mindspore import nn, ops
 
+from .scaling.group_loss_scale import GroupLossScaleManager
 from .train_cells import BoostTrainOneStepWithLossScaleCell, _check_cells, _PhaseCachingCell, _resolve_config
 
 __all__ = ["MultiOptimizerTrainOneStepCell"]
@@ -143,6 +144,10 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
         if not isinstance(shared_overflow, bool):
             raise TypeError(f"For '{_NAME}', 'shared_overflow' must be a bool, but got {shared_overflow!r}.")
         senses = _per_pair("scale_sense", scale_sense, len(pairs))
+        if any(isinstance(sense, GroupLossScaleManager) for sense in senses):
+            raise TypeError(f"For '{_NAME}', 'scale_sense' must be loss-scale update cells or Tensors; a "
+                            "GroupLossScaleManager scales one network's layer groups: use it with "
+                            "BoostTrainOneStepWithLossScaleCell.")
         if overflow_detectors is not None and not isinstance(overflow_detectors, (list, tuple)):
             raise TypeError(f"For '{_NAME}', 'overflow_detectors' must be a list with one detector per pair, but "
                             f"got {type(overflow_detectors).__name__}.")
@@ -156,6 +161,7 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
         self.shared_scale = not isinstance(scale_sense, (list, tuple))
         if self.shared_scale:
             for step in steps[1:]:
+                step.loss_scale = steps[0].loss_scale
                 step.scale_sense = steps[0].scale_sense
         _check_weight_names(steps)
         _name_state_apart(steps)
@@ -163,7 +169,6 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
         self.steps = nn.CellList(steps, auto_prefix=False)
         self.shared_overflow = shared_overflow
         self.count = len(pairs)
-        self.identity = ops.Identity()
         self.reporting = report is not None
 
     def __call__(self, *inputs):
@@ -180,7 +185,7 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
         losses, flags, grads = (), (), ()
         for index in range(self.count):
             step = self.steps[index]
-            loss, step_grads, overflow = step.scaled_gradients(ops.reshape(step.scale_sense, ()), inputs)
+            loss, step_grads, overflow = step.scaled_gradients(step.loss_scale.value(), inputs)
             if self.shared_overflow:
                 grads += (step_grads,)
             elif not overflow:
@@ -201,12 +206,10 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
     def _move_scales(self, flags):
         """Run the policies (one per scale) on the skip decisions; the scales after the update, one per pair."""
         if self.shared_scale:
-            first = self.steps[0]
-            moved = first.loss_scale_policy(first.scale_sense, _any(flags))
-            return (self.identity(ops.depend(first.scale_sense, moved)),) * self.count
+            _, scale = self.steps[0].loss_scale(_any(flags), ())
+            return (scale,) * self.count
         scales = ()
         for index in range(self.count):
-            step = self.steps[index]
-            moved = step.loss_scale_policy(step.scale_sense, flags[index])
-            scales += (self.identity(ops.depend(step.scale_sense, moved)),)
+            _, scale = self.steps[index].loss_scale(flags[index], ())
+            scales += (scale,)
         return scales

@@ -2,7 +2,8 @@
 
 Everything is decided in ``__init__`` (features, parallel mode, target); ``construct`` only composes. New
 strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or beside the gradient computation
-(gradient freezing: which parameters get gradients on a step; group loss scales: a scale per parameter group).
+(gradient freezing: which parameters get gradients on a step); loss scaling is one part, ``LossScale`` or
+``GroupLossScale`` (a scale per parameter group), chosen by ``make_loss_scale``.
 """
 import warnings
 
@@ -12,20 +13,14 @@ from .auto_boost import latest_config
 from .config import BoostConfig
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import make_grad_reducer, parallel_info
-from .scaling.loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
+from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
+from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
 from .transforms import apply_less_bn
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
-           "make_update_strategy"]
-
-_unscale = ops.MultitypeFuncGraph("unscale")
-
-
-@_unscale.register("Tensor", "Tensor")
-def _unscale_tensor(inv_scale, grad):
-    return grad * ops.cast(inv_scale, grad.dtype)
+           "make_loss_scale", "make_update_strategy"]
 
 
 def _resolve_config(boost_config):
@@ -41,6 +36,17 @@ def make_update_strategy(config, optimizer, info):
     if config.accumulation_steps > 1:
         return GradientAccumulation(config.accumulation_steps, optimizer, apply)
     return apply
+
+
+def make_loss_scale(scale_sense, config, weights, info):
+    """The loss-scale part for ``scale_sense``: ``GroupLossScale`` for a ``GroupLossScaleManager``, else
+    ``LossScale``. The config's ``loss_scale_group`` switch demands a manager (the manager alone is enough)."""
+    if isinstance(scale_sense, GroupLossScaleManager):
+        return GroupLossScale(scale_sense, weights, info.distributed)
+    if config.enabled("loss_scale_group"):
+        raise TypeError("For 'BoostTrainOneStepWithLossScaleCell', 'scale_sense' must be a GroupLossScaleManager "
+                        f"when 'loss_scale_group' is on, but got {type(scale_sense).__name__}.")
+    return LossScale(scale_sense)
 
 
 def _check_cells(name, network, optimizer):
@@ -127,7 +133,8 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
     Args:
         network (Cell), optimizer (Cell): as ``BoostTrainOneStepCell``.
         scale_sense (Cell or Tensor): a loss-scale update cell (``nn.DynamicLossScaleUpdateCell``,
-            ``nn.FixedLossScaleUpdateCell``, ``DynamicLossScaleUpdate``) or a fixed scale Tensor of shape () or (1,).
+            ``nn.FixedLossScaleUpdateCell``, ``DynamicLossScaleUpdate``), a fixed scale Tensor of shape () or (1,),
+            or a ``GroupLossScaleManager`` (a scale per parameter group; required when ``loss_scale_group`` is on).
         boost_config: as ``BoostTrainOneStepCell``.
         overflow_detector (Cell): overrides the target's detector (see ``boost_cells.overflow``).
         overflow_report (str): on the first overflowing step, write an overflow report (``boost_cells.diagnostics``)
@@ -135,15 +142,18 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
             ``diagnostics.overflow_report``. Off (default): ``__call__`` is the plain step.
 
     Parameters (state, checkpointed):
-        scale_sense (float32): the current loss scale.
+        scale_sense (float32): the current loss scale (with a ``GroupLossScaleManager``, a constant 1 Tensor: the
+            manager holds the group scales, see ``GroupLossScale``).
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: ``(loss, overflow, loss_scale)``: the loss, a bool scalar (identical on every rank), and a copy of
-    the scale after this step's policy update (the scale the next step uses), as ``nn`` cells report it.
+    the scale after this step's policy update (the scale the next step uses), as ``nn`` cells report it (the
+    first group's with a ``GroupLossScaleManager``, as the reference).
 
     Raises:
-        TypeError: ``scale_sense`` is neither an update cell nor a Tensor. ValueError: a Tensor ``scale_sense`` of
-        shape other than () or (1,), or an invalid config.
+        TypeError: ``scale_sense`` is neither an update cell nor a Tensor, or not a ``GroupLossScaleManager`` with
+        ``loss_scale_group`` on. ValueError: a Tensor ``scale_sense`` of shape other than () or (1,), an invalid
+        config, or manager groups that miss an optimizer parameter.
     """
 
     _reports_overflow = True
@@ -151,11 +161,10 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
     def __init__(self, network, optimizer, scale_sense, boost_config=None, *, overflow_detector=None,
                  overflow_report=None):
         super().__init__(network, optimizer, sens=None, boost_config=boost_config)
-        self.scale_sense, self.loss_scale_policy = scale_sense_and_policy(scale_sense)
+        self.loss_scale = make_loss_scale(scale_sense, self.boost_config, self.weights, self.parallel)
+        self.scale_sense = self.loss_scale.scale_sense
         self.overflow_detector = overflow_detector if overflow_detector is not None \
             else make_overflow_detector(self.parallel.distributed)
-        self.hyper_map = ops.HyperMap()
-        self.identity = ops.Identity()
         report_path = overflow_report if overflow_report is not None \
             else self.boost_config.section("diagnostics")["overflow_report"]
         self.overflow_reporter = None if report_path is None else FirstOverflowReporter(report_path)
@@ -166,28 +175,23 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         return self.overflow_reporter.step(self, super().__call__, inputs)
 
     def set_sense_scale(self, sens):
-        """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""
-        check_scale_value("set_sense_scale", sens)
-        self.scale_sense.set_data(sens.astype(self.scale_sense.dtype).reshape(self.scale_sense.shape))
+        """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0); with a
+        ``GroupLossScaleManager``, every group's scale."""
+        self.loss_scale.set_scale(sens)
 
     def scaled_gradients(self, scale, inputs):
-        """One overflow window: the loss, the gradients of ``scale * loss`` unscaled, and the overflow flag.
-
-        The detector's ``start`` runs after the loss and before the backward pass, its ``construct`` after every
-        gradient; the flag is the last thing the window computes (``MultiOptimizerTrainOneStepCell`` orders the
-        next window after it). ``scale`` is a float32 scalar Tensor, ``inputs`` the tuple of network inputs.
-        """
+        """One overflow window: the loss, the gradients of the backward pass started from ``scale`` (float32
+        scalar Tensor) and unscaled by the loss-scale part, and the detector's overflow flag (computed last).
+        ``inputs`` is the tuple of network inputs."""
         loss = self.network(*inputs)
         status, sens = self.overflow_detector.start(loss, ops.ones_like(loss) * ops.cast(scale, loss.dtype))
         grads = self.grad(self.network, self.weights)(*inputs, sens)
-        grads = self.hyper_map(ops.partial(_unscale, ops.reciprocal(scale)), grads)
+        grads = self.loss_scale.unscale(scale, grads)
         return loss, grads, self.overflow_detector(status, grads)
 
     def construct(self, *inputs):
-        scale = ops.reshape(self.scale_sense, ())
-        loss, grads, overflow = self.scaled_gradients(scale, inputs)
-        overflow = self.loss_scale_policy(self.scale_sense, overflow)
-        new_scale = self.identity(ops.depend(self.scale_sense, overflow))
+        loss, grads, overflow = self.scaled_gradients(self.loss_scale.value(), inputs)
+        overflow, new_scale = self.loss_scale(overflow, grads)
         if not overflow:
             self.update(loss, grads)
         return loss, overflow, new_scale
@@ -204,12 +208,19 @@ def build_train_network(network_with_loss, optimizer, config, loss_scale_manager
     The config's network/optimizer transforms come first (``less_bn``: ``LessBN`` and a rebuilt optimizer, as
     ``AutoBoost.network_auto_process_train``; a network already under ``LessBN`` is taken as transformed); the
     cell trains the transformed pair.
+    A ``GroupLossScaleManager`` gives group loss scaling; the config's ``loss_scale_group`` switch requires one.
+
+    Raises:
+        ValueError: ``loss_scale_group`` on without a ``GroupLossScaleManager``.
 
     Warns:
         UserWarning: with ``drop_overflow_update=False``, when the optimizer's ``loss_scale`` differs from the
             manager's scale, so every update is off by their ratio.
     """
     config = BoostConfig.coerce(config)
+    if config.enabled("loss_scale_group") and not isinstance(loss_scale_manager, GroupLossScaleManager):
+        raise ValueError("For 'build_train_network', 'loss_scale_group' is on, so 'loss_scale_manager' must be a "
+                         f"GroupLossScaleManager, but got {type(loss_scale_manager).__name__}.")
     network_with_loss, optimizer = apply_less_bn(network_with_loss, optimizer, config)
     if loss_scale_manager is not None:
         policy = loss_scale_manager.get_update_cell()

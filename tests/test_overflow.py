@@ -93,12 +93,30 @@ class ProbedLinear(nn.Cell):
         return self.loss(self.probe(self.fc(x)), y)
 
 
+def without_forward_replay(events, mode, tag=""):
+    """``events`` less each PYNATIVE forward replay: a ``forward<tag>`` right after ``clear<tag>`` and right before
+    ``backward<tag>``, where MindSpore's GradOperation re-ran the forward pass inside the backward."""
+    if mode != "pynative":
+        return list(events)
+    kept = []
+    for index, event in enumerate(events):
+        replay = event == "forward" + tag and 0 < index < len(events) - 1 \
+            and events[index - 1] == "clear" + tag and events[index + 1] == "backward" + tag
+        if not replay:
+            kept.append(event)
+    return kept
+
+
 @pytest.mark.parametrize("distributed", [False, True], ids=["standalone", "distributed"])
 def test_float_status_order_and_decision(mode, distributed):
     """Honest CPU test of the Ascend saturation-mode path: NPUClear/GetFloatStatusV2 have no CPU kernel, so
     recording stand-ins take their place (and of the status all-reduce when distributed). Each step must run
     forward -> clear -> backward -> get [-> all_reduce] -> clear, in GRAPH_MODE only the depend edges force it;
-    a non-zero status must skip the update and leave the weights unchanged."""
+    a non-zero status must skip the update and leave the weights unchanged.
+
+    In PYNATIVE_MODE, MindSpore's GradOperation sometimes replays the forward pass inside the backward (seen after
+    a custom-bprop network ran earlier in the process); that replay comes after the clear and before the backward,
+    so it keeps the order under test and is dropped before comparing."""
     recorder = _Recorder()
     detector = NPUFloatStatusCheck(distributed, clear_op=recorder.op("clear", True), get_op=recorder.op("get", True),
                                    all_reduce_op=recorder.op("all_reduce") if distributed else None)
@@ -108,12 +126,12 @@ def test_float_status_order_and_decision(mode, distributed):
     x, y = (Tensor(a) for a in batch())
     step = ["forward", "clear", "backward", "get"] + (["all_reduce"] if distributed else []) + ["clear"]
     _, overflow, _ = cell(x, y)
-    assert recorder.events == step and not overflow
+    assert without_forward_replay(recorder.events, mode) == step and not overflow
     before = weights_of(net)
     recorder.events.clear()
     recorder.status_value = 1
     _, overflow, _ = cell(x, y)
-    assert recorder.events == step and bool(overflow.asnumpy())
+    assert without_forward_replay(recorder.events, mode) == step and bool(overflow.asnumpy())
     after = weights_of(net)
     assert all(np.array_equal(before[k], after[k]) for k in before)
 

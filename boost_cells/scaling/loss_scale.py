@@ -10,7 +10,14 @@ from mindspore.common import dtype as mstype
 
 from ..config import MAX_LOSS_SCALE
 
-__all__ = ["DynamicLossScaleUpdate", "scale_sense_and_policy", "policy_from_config"]
+__all__ = ["DynamicLossScaleUpdate", "LossScale", "scale_sense_and_policy", "policy_from_config"]
+
+unscale_by = ops.MultitypeFuncGraph("unscale_by")
+
+
+@unscale_by.register("Tensor", "Tensor")
+def _unscale_tensor(inv_scale, grad):
+    return grad * ops.cast(inv_scale, grad.dtype)
 
 
 class DynamicLossScaleUpdate(nn.Cell):
@@ -27,18 +34,21 @@ class DynamicLossScaleUpdate(nn.Cell):
         loss_scale_value (float): initial scale. factor (float): > 1. window (int): clean steps per growth.
         min_scale, max_scale (float): floor and ceiling, max_scale <= 2**64 (so 1/scale stays a normal
             float32). hysteresis (int): overflows per lowering, >= 1.
+        shape (tuple): shape of the scale it updates, () by default; ``(n,)`` updates n independent scales
+            elementwise (one per parameter group, with a bool ``overflow`` of the same shape).
+        prefix (str): prefix of its Parameters' names, "loss_scale" by default.
 
-    Parameters (state, checkpointed):
-        loss_scale.clean_steps (int32): consecutive clean steps since the last overflow or growth.
-        loss_scale.overflows_left (int32): overflows still tolerated before the scale is lowered (stays at 1, and
+    Parameters (state, checkpointed; shape ``shape``):
+        <prefix>.clean_steps (int32): consecutive clean steps since the last overflow or growth.
+        <prefix>.overflows_left (int32): overflows still tolerated before the scale is lowered (stays at 1, and
             is not touched, when ``hysteresis == 1``).
 
-    Inputs: ``loss_scale`` (Parameter, float32 scalar, updated in place), ``overflow`` (bool scalar).
-    Outputs: ``overflow``, unchanged.
+    Inputs: ``loss_scale`` (Parameter, float32 of shape ``shape``, updated in place), ``overflow`` (bool, same
+    shape). Outputs: ``overflow``, unchanged.
     """
 
     def __init__(self, loss_scale_value, factor=2.0, window=2000, min_scale=1.0, max_scale=2.0 ** 24,
-                 hysteresis=1):
+                 hysteresis=1, *, shape=(), prefix="loss_scale"):
         super().__init__()
         if not 0 < min_scale <= loss_scale_value <= max_scale <= MAX_LOSS_SCALE:
             raise ValueError("For 'DynamicLossScaleUpdate', need 0 < min_scale <= loss_scale_value <= max_scale <= "
@@ -54,9 +64,10 @@ class DynamicLossScaleUpdate(nn.Cell):
         self.min_scale = float(min_scale)
         self.max_scale = float(max_scale)
         self.hysteresis = int(hysteresis)
-        self.clean_steps = Parameter(Tensor(0, mstype.int32), name="loss_scale.clean_steps", requires_grad=False)
-        self.overflows_left = Parameter(Tensor(self.hysteresis, mstype.int32), name="loss_scale.overflows_left",
-                                        requires_grad=False)
+        self.clean_steps = Parameter(Tensor(np.zeros(shape, np.int32)), name=f"{prefix}.clean_steps",
+                                     requires_grad=False)
+        self.overflows_left = Parameter(Tensor(np.full(shape, self.hysteresis, np.int32)),
+                                        name=f"{prefix}.overflows_left", requires_grad=False)
 
     def get_loss_scale(self):
         """The initial loss scale (as MindSpore's update cells report it)."""
@@ -115,6 +126,43 @@ def scale_sense_and_policy(scale_sense):
         return Parameter(value, name="scale_sense", requires_grad=False), nn.FixedLossScaleUpdateCell(number)
     raise TypeError("For 'scale_sense', expected a loss-scale update Cell or a Tensor of shape () or (1,), but got "
                     f"{type(scale_sense).__name__}.")
+
+
+class LossScale(nn.Cell):
+    """One loss scale for every gradient: the loss-scale part that ``BoostTrainOneStepWithLossScaleCell`` composes.
+
+    The part contract (shared with ``GroupLossScale``): ``value()`` is the float32 scalar the backward pass
+    starts from; ``unscale(value, grads)`` divides every gradient by its scale; ``construct(overflow, grads)`` runs
+    the policy on this step's overflow flag and returns ``(overflow, scale)``: the flag that decides the skip and
+    a copy of the scale after the update; ``set_scale(sens)`` sets the scale by hand.
+
+    Args:
+        scale_sense (Cell or Tensor): a loss-scale update cell or a fixed scale, as ``scale_sense_and_policy``.
+
+    Parameters (state, checkpointed):
+        scale_sense (float32, shape () or (1,)): the current loss scale.
+    """
+
+    def __init__(self, scale_sense):
+        super().__init__(auto_prefix=False)
+        self.scale_sense, self.policy = scale_sense_and_policy(scale_sense)
+        self.hyper_map = ops.HyperMap()
+        self.identity = ops.Identity()
+
+    def value(self):
+        return ops.reshape(self.scale_sense, ())
+
+    def unscale(self, value, grads):
+        return self.hyper_map(ops.partial(unscale_by, ops.reciprocal(value)), grads)
+
+    def set_scale(self, sens):
+        """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""
+        check_scale_value("set_sense_scale", sens)
+        self.scale_sense.set_data(sens.astype(self.scale_sense.dtype).reshape(self.scale_sense.shape))
+
+    def construct(self, overflow, grads):
+        overflow = self.policy(self.scale_sense, overflow)
+        return overflow, self.identity(ops.depend(self.scale_sense, overflow))
 
 
 def policy_from_config(section):
