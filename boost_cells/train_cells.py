@@ -15,6 +15,7 @@ from .distributed import make_grad_reducer, parallel_info
 from .scaling.loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
 from .scaling.overflow import make_overflow_detector
 from .transforms import apply_less_bn
+from .transforms.freeze import FreezeOpt, FreezeSchedule, freeze_optimizer, unfrozen
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
@@ -96,6 +97,7 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         super().__init__(auto_prefix=False)
         _check_cells(type(self).__name__, network, optimizer)
         self.boost_config = _resolve_config(boost_config)
+        optimizer = freeze_optimizer(self.boost_config, network, optimizer)
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer
@@ -103,11 +105,27 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         self.sens = 1.0 if sens is None else sens
         self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
         self.parallel = parallel_info()
-        self.update = make_update_strategy(self.boost_config, optimizer, self.parallel)
+        self.update = make_update_strategy(self.boost_config, unfrozen(optimizer), self.parallel)
+        self.freeze = FreezeSchedule(optimizer) if isinstance(optimizer, FreezeOpt) else None
         if not self._reports_overflow and self.boost_config.section("diagnostics")["overflow_report"] is not None:
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
                              "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
                              "with a 'loss_scale' section in build_train_network).")
+
+    def _suffix_step(self, optimizer):
+        """This cell's step over ``optimizer``'s parameters only (gradient freezing's frozen steps)."""
+        return BoostTrainOneStepCell(self.network, optimizer, self.sens, boost_config=self._suffix_config())
+
+    def _suffix_config(self):
+        raw = self.boost_config.to_dict()
+        raw["boost"].update(mode="manual", grad_freeze=False)
+        raw["diagnostics"]["overflow_report"] = None  # this cell's reporter covers its suffix steps
+        return raw
+
+    def __call__(self, *inputs):
+        if self.freeze is None:
+            return super().__call__(*inputs)
+        return self.freeze.run(self, super().__call__, self._suffix_step, *inputs)
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
@@ -164,6 +182,11 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         if self.overflow_reporter is None:
             return super().__call__(*inputs)
         return self.overflow_reporter.step(self, super().__call__, inputs)
+
+    def _suffix_step(self, optimizer):
+        return BoostTrainOneStepWithLossScaleCell(self.network, optimizer, self.loss_scale_policy,
+                                                  boost_config=self._suffix_config(),
+                                                  overflow_detector=self.overflow_detector)
 
     def set_sense_scale(self, sens):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""
