@@ -59,8 +59,9 @@ def split_layers(parameters):
 def freeze_index_sequence(groups, freeze_type, freeze_p, total_steps, seed=0):
     """The first trained group of each step, ``int(total_steps * 1.01)`` steps long (the reference's length).
 
-    - 0, continuous: ``[0] * z + [1, ..., groups - 1]`` repeated, ``z = int(freeze_p * (groups - 1) //
-      (1 - freeze_p) + 0.5)`` (the reference's rule), all zeros for ``freeze_p == 1``.
+    - 0, continuous: the cycle ``[0] * z + [1, ..., groups - 1]``, ``z = int(freeze_p * (groups - 1) //
+      (1 - freeze_p) + 0.5)``, repeated whole until the length is reached (the reference's rule, so a little
+      longer); all zeros for ``freeze_p == 1`` (where the reference divides by zero).
     - 1, interval: starts with 0; a step is frozen while the frozen fraction so far is below ``1 - freeze_p``,
       else trains everything; a frozen step's index is drawn from ``groups-1, ..., 1`` with probabilities
       ``1, ..., groups-1`` over their sum (shallow freezing likelier), by ``np.random.RandomState(seed)``.
@@ -76,7 +77,7 @@ def freeze_index_sequence(groups, freeze_type, freeze_p, total_steps, seed=0):
         return [0] * length
     if freeze_type == CONTINUOUS:
         cycle = [0] * int(freeze_p * (groups - 1) // (1 - freeze_p) + 0.5) + list(range(1, groups))
-        return (cycle * (length // len(cycle) + 1))[:length]
+        return cycle * -(-length // len(cycle))
     if freeze_type == INTERVAL:
         rng = np.random.RandomState(seed)
         choices = list(range(groups - 1, 0, -1))
