@@ -1,0 +1,79 @@
+"""Gradient-freezing scenarios for an msrun job; each rank writes ``<out>/<scenario>_rank<r>.npz``.
+
+Usage (from tests/test_freeze_distributed.py): ``msrun ... tests/distributed/freeze_worker.py OUT_DIR SCENARIO...``.
+Rank r trains on its rows of each global batch (``worker.shard``), so a test can replay the whole batch in NumPy.
+"""
+import os
+import sys
+
+import numpy as np
+import mindspore as ms
+from mindspore import Tensor, nn
+from mindspore.communication import get_group_size, get_rank, init
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from boost_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate  # noqa: E402
+from tests.distributed.worker import shard  # noqa: E402
+from tests.helpers import TanhMLP, freeze_config  # noqa: E402
+
+STEPS = 4
+
+
+def run(cell, rank, size, poison=None):
+    """``STEPS`` steps; returns the first trained group of each step and every Parameter of the cell at the end.
+    ``poison=(step, rank)`` puts an inf into that rank's labels at that step."""
+    indices, overflows = [], []
+    for step in range(STEPS):
+        x, y = shard(step, rank, size)
+        if poison == (step, rank):
+            labels = y.asnumpy()
+            labels[0, 0] = np.inf
+            y = Tensor(labels)
+        indices.append(cell.freeze.current_index())
+        out = cell(x, y)
+        if isinstance(out, tuple):
+            overflows.append(bool(out[1].asnumpy()))
+    state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names()}
+    return {**state, "indices": np.array(indices), "overflows": np.array(overflows)}
+
+
+def scenario_freeze(rank, size):
+    """Data-parallel Momentum with the continuous schedule (3 groups: indices 0, 0, 1, 2)."""
+    net = TanhMLP()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=freeze_config()),
+               rank, size)
+
+
+def scenario_freeze_adasum(rank, size):
+    """Freezing with AdaSum across 2 groups of 1 rank (the reference's freeze path drops AdaSum)."""
+    net = TanhMLP()
+    opt = nn.SGD(net.trainable_params(), learning_rate=0.1)
+    config = freeze_config(boost={"adasum": True}, common={"device_number": 1})
+    return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config), rank, size)
+
+
+def scenario_freeze_overflow(rank, size):
+    """Loss-scaled freezing (2 groups: 0, 1, 0, 1) with an inf planted on the last rank at step 1 (index 1)."""
+    net = TanhMLP()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    cell = BoostTrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()), opt,
+                                              DynamicLossScaleUpdate(2.0 ** 10, window=50),
+                                              boost_config=freeze_config(param_groups=2))
+    return run(cell, rank, size, poison=(1, size - 1))
+
+
+def main():
+    out_dir, scenarios = sys.argv[1], sys.argv[2:]
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    init()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    rank, size = get_rank(), get_group_size()
+    for name in scenarios:
+        np.savez(os.path.join(out_dir, f"{name}_rank{rank}.npz"), **globals()["scenario_" + name](rank, size))
+        print(f"rank {rank}: scenario {name} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
