@@ -2,7 +2,8 @@
 
 Everything is decided in ``__init__`` (features, parallel mode, target); ``construct`` only composes. New
 strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or beside the gradient computation
-(gradient freezing: which parameters get gradients on a step; group loss scales: a scale per parameter group).
+(group loss scales: a scale per parameter group). Gradient freezing picks, on the host before each step, the
+twin of the cell that differentiates only the scheduled suffix (``transforms.freeze.FreezeSchedule``).
 """
 import warnings
 
@@ -82,6 +83,10 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         sens (float): the backward pass's initial gradient; default 1.0.
         boost_config (BoostConfig, dict or str): config or JSON path; default: the latest ``AutoBoost``'s
             config, else level O0.
+
+    Gradient freezing is on when the config's ``grad_freeze`` is or ``optimizer`` is a ``FreezeOpt``: then
+    ``freeze`` (a ``FreezeSchedule``, Parameter ``grad_freeze.position``) runs each step, on the host, as this
+    cell (index 0) or a twin over the scheduled suffix; ``freeze.current_index()`` is the next step's index.
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: Tensor, the loss (of this micro-batch when accumulating).
