@@ -20,20 +20,24 @@ from tests.helpers import TanhMLP, freeze_config  # noqa: E402
 STEPS = 4
 
 
-def run(cell, rank, size, poison=None):
+def with_inf(labels):
+    """``labels`` with an inf in the first entry (an inf input would be squashed to 1 by tanh)."""
+    values = labels.asnumpy()
+    values[0, 0] = np.inf
+    return Tensor(values)
+
+
+def run(cell, rank, size, poison_step=None):
     """``STEPS`` steps; returns the first trained group of each step and every Parameter of the cell at the end.
-    ``poison=(step, rank)`` puts an inf into that rank's labels at that step."""
+    At ``poison_step`` the last rank's labels hold an inf."""
+    batches = [shard(step, rank, size) for step in range(STEPS)]
+    if poison_step is not None and rank == size - 1:
+        batches[poison_step] = (batches[poison_step][0], with_inf(batches[poison_step][1]))
     indices, overflows = [], []
-    for step in range(STEPS):
-        x, y = shard(step, rank, size)
-        if poison == (step, rank):
-            labels = y.asnumpy()
-            labels[0, 0] = np.inf
-            y = Tensor(labels)
+    for inputs in batches:
         indices.append(cell.freeze.current_index())
-        out = cell(x, y)
-        if isinstance(out, tuple):
-            overflows.append(bool(out[1].asnumpy()))
+        outputs = cell(*inputs)
+        overflows += [bool(outputs[1].asnumpy())] if isinstance(outputs, tuple) else []
     state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names()}
     return {**state, "indices": np.array(indices), "overflows": np.array(overflows)}
 
@@ -61,17 +65,20 @@ def scenario_freeze_overflow(rank, size):
     cell = BoostTrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()), opt,
                                               DynamicLossScaleUpdate(2.0 ** 10, window=50),
                                               boost_config=freeze_config(param_groups=2))
-    return run(cell, rank, size, poison=(1, size - 1))
+    return run(cell, rank, size, poison_step=1)
+
+
+SCENARIOS = {"freeze": scenario_freeze, "freeze_adasum": scenario_freeze_adasum,
+             "freeze_overflow": scenario_freeze_overflow}
 
 
 def main():
-    out_dir, scenarios = sys.argv[1], sys.argv[2:]
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     init()
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     rank, size = get_rank(), get_group_size()
-    for name in scenarios:
-        np.savez(os.path.join(out_dir, f"{name}_rank{rank}.npz"), **globals()["scenario_" + name](rank, size))
+    for name in sys.argv[2:]:
+        np.savez(os.path.join(sys.argv[1], f"{name}_rank{rank}.npz"), **SCENARIOS[name](rank, size))
         print(f"rank {rank}: scenario {name} done", flush=True)
 
 
