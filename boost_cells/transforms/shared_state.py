@@ -52,9 +52,9 @@ def share_parameters(cell, owner, mapping=None, who="share_parameters"):
             return parameter
         if id(parameter) not in mapping:
             if parameter.name not in by_name:
-                raise TypeError(f"For '{who}', the state Parameter '{parameter.name}' of {type(owner).__name__} has "
-                                "no counterpart to share; this optimizer or cell keeps state that cannot be split by "
-                                "parameter group.")
+                raise TypeError(f"For '{who}', the state Parameter '{parameter.name}' of a {type(cell).__name__} "
+                                f"has no counterpart in the {type(owner).__name__} whose state it must share; it keeps "
+                                "state that cannot be split by parameter group.")
             mapping[id(parameter)] = by_name[parameter.name]
         return mapping[id(parameter)]
 
