@@ -355,6 +355,22 @@ def test_resume_continues_the_sequence(tmp_path):
     assert not ms.load_param_into_net(plain, params, strict_load=True)[0]
 
 
+def test_frozen_for_good_query():
+    """A progressive schedule reports its rising index as frozen for good; a cyclic one its strategy's minimum."""
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    _, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=freeze_config(freeze_type=2, freeze_p=0.25,
+                                                                                total_steps=4))
+    assert cell.optimizer.strategy == (0, 1, 1, 2)
+    seen = []
+    for step in range(5):
+        seen.append((cell.freeze.current_index(), cell.freeze.frozen_for_good()))
+        cell(*data(step))
+    assert seen == [(0, 0), (1, 1), (1, 1), (2, 2), (2, 2)]  # the last index holds
+    cyclic = FreezeOpt(opt, [net_with_loss.trainable_params(), net_with_loss.trainable_params()[4:]], [1, 1, 0])
+    assert BoostTrainOneStepCell(net_with_loss, cyclic).freeze.frozen_for_good() == 0
+
+
 def test_entry_points():
     """build_train_network and AutoBoost.network_auto_process_train freeze from the config; freeze_cell gives one
     step per group, also with accumulation. (PYNATIVE_MODE only: wiring, not numerics.)"""

@@ -284,6 +284,10 @@ class FreezeSchedule(nn.Cell):
         super().__init__(auto_prefix=False)
         self.strategy = freeze_opt.strategy
         self.cyclic = freeze_opt.cyclic
+        floors = list(self.strategy)
+        for t in range(len(floors) - 2, -1, -1):
+            floors[t] = min(floors[t], floors[t + 1])
+        self.floors = tuple(floors) if not self.cyclic else (min(self.strategy),) * len(floors)
         self.optimizers = (unfrozen(freeze_opt),) + freeze_opt.opts
         self.global_step = unfrozen(freeze_opt).global_step
         self.position = Parameter(Tensor(0, mstype.int32), name="grad_freeze.position", requires_grad=False)
@@ -292,6 +296,12 @@ class FreezeSchedule(nn.Cell):
     def current_index(self):
         """The first group the next step trains (host int); groups before it get no gradient."""
         return self.strategy[int(self.position.asnumpy())]
+
+    def frozen_for_good(self):
+        """The number of leading groups that no remaining step trains (host int): with a progressive schedule the
+        current index, with a cyclic one the smallest index of the whole strategy (usually 0). A training loop
+        may cache the outputs of that prefix, since its weights no longer change."""
+        return self.floors[int(self.position.asnumpy())]
 
     def _updates(self):
         return int(self.global_step.asnumpy().reshape(-1)[0])
