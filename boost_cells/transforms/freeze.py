@@ -12,7 +12,6 @@ update. The schedule position advances by the updates a step really applied (the
 increments): an overflowing step or an accumulating micro-step keeps the position, so every micro-step of an
 accumulation cycle trains the same suffix.
 """
-
 import numpy as np
 from mindspore import Parameter, Tensor, nn
 from mindspore.common import dtype as mstype
@@ -278,6 +277,7 @@ class FreezeSchedule(nn.Cell):
 
     Parameters (state, checkpointed):
         grad_freeze.position (int32): the position in the strategy, in ``[0, len(strategy))``.
+        (``global_step`` is the optimizer's own Parameter, only read here.)
     """
 
     def __init__(self, freeze_opt):
