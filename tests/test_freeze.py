@@ -384,9 +384,11 @@ def test_entry_points():
     assert network is net_with_loss and isinstance(freeze_opt, FreezeOpt)
     assert [len(o.parameters) for o in freeze_opt.opts] == [12, 8, 4]
     cell = BoostTrainOneStepCell(network, freeze_opt)
+    cell.set_train()
     start = state(cell)
     for step in range(3):
         cell(*data(step))
+    assert cell.freeze.steps[1].training  # the twin that ran follows set_train
     assert np.array_equal(start["layers.0.weight"], state(cell)["layers.0.weight"]) is False
     cells = freeze_cell(False, network, freeze_opt, 1.0, None, True, max_accumulation_step=2)
     assert len(cells) == 3 and cells[2].update.grad_sums[0] is cells[0].update.grad_sums[8]

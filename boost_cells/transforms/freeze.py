@@ -268,7 +268,8 @@ class FreezeSchedule(nn.Cell):
     """Host-side dispatch of gradient freezing: before each step, pick the step of the scheduled suffix.
 
     The step for group ``k`` is ``full_step`` when group ``k``'s optimizer is the unfrozen one, else a train cell
-    built by ``make_step(optimizer)`` over the suffix (on first use), whose Parameters are all the owner's. After
+    built by ``make_step(optimizer)`` over the suffix (on first use), whose Parameters are all the owner's and whose
+    train/eval mode follows the owner's (``set_train``). After
     the step the position advances by the number of updates the optimizer really applied (its ``global_step``
     delta), so overflowing steps and accumulating micro-steps keep it.
 
@@ -315,8 +316,11 @@ class FreezeSchedule(nn.Cell):
                     built[id(optimizer)] = share_parameters(make_step(optimizer), owner, who="grad_freeze")
             self.steps = tuple(built[id(optimizer)] for optimizer in self.optimizers[1:])
         position = int(self.position.asnumpy())
+        step = self.steps[self.strategy[position]]
+        if isinstance(step, nn.Cell) and step.training != owner.training:
+            step.set_train(owner.training)
         before = self._updates()
-        outputs = self.steps[self.strategy[position]](*inputs)
+        outputs = step(*inputs)
         applied = self._updates() - before
         if applied:
             position += applied
