@@ -9,7 +9,7 @@ from mindspore.boost.grad_freeze import GradientFreeze as ReferenceFreeze
 from boost_cells import (AutoBoost, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          FreezeOpt, GradientFreeze, build_train_network, freeze_cell)
 from boost_cells.config import BoostConfig
-from tests.helpers import TanhMLP, accumulation, batch, freeze_config, numpy_mlp_grads
+from tests.helpers import TanhMLP, batch, freeze_config, numpy_mlp_grads
 
 GROUP_STARTS = (0, 4, 8)  # TanhMLP's 12 parameters in 3 layers of two Dense each
 

@@ -72,7 +72,7 @@ def freeze_index_sequence(groups, freeze_type, freeze_p, total_steps, seed=0):
     groups = _check_int("GradientFreeze", "param_groups", groups, 1)
     total_steps = _check_int("GradientFreeze", "total_steps", total_steps, 1)
     length = int(total_steps * 1.01)
-    if groups == 1 or (freeze_p == 1 and freeze_type != INTERVAL):
+    if groups == 1 or freeze_p == 1:
         return [0] * length
     if freeze_type == CONTINUOUS:
         cycle = [0] * int(freeze_p * (groups - 1) // (1 - freeze_p) + 0.5) + list(range(1, groups))
