@@ -138,7 +138,7 @@ def test_more_groups_than_layers_raises():
 
 def test_freeze_opt_errors():
     net, _, opt = mlp_setup()
-    with pytest.raises(TypeError, match="'opt' must be an Optimizer"):
+    with pytest.raises(TypeError, match="'opt' must be an Optimizer, but got TanhMLP"):
         FreezeOpt(net)
     with pytest.raises(ValueError, match="'train_parameter_groups' must be given with 'train_strategy'"):
         FreezeOpt(opt, None, [0])
@@ -369,6 +369,60 @@ def test_frozen_for_good_query():
     assert seen == [(0, 0), (1, 1), (1, 1), (2, 2), (2, 2)]  # the last index holds
     cyclic = FreezeOpt(opt, [net_with_loss.trainable_params(), net_with_loss.trainable_params()[4:]], [1, 1, 0])
     assert BoostTrainOneStepCell(net_with_loss, cyclic).freeze.frozen_for_good() == 0
+
+
+class _ConvBNNet(nn.Cell):
+    """conv+BatchNorm twice and a Dense head on 1x8x8 images: 3 layers by the reference's rule."""
+
+    def __init__(self):
+        super().__init__()
+        ms.set_seed(0)
+        self.conv1 = nn.Conv2d(1, 16, 3, pad_mode="same", has_bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 16, 3, stride=2, pad_mode="same", has_bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.relu = nn.ReLU()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(256, 10)
+
+    def construct(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))
+        return self.fc(self.flatten(self.relu(self.bn2(self.conv2(x)))))
+
+
+def test_o1_and_lars(graph_mode):
+    """O1 (LessBN's rebuilt, centralizing optimizer, then freezing) through build_train_network: a frozen step
+    leaves the front and its state alone, and the suffix optimizer keeps its parameters' centralization flags.
+    LARS (its LARSUpdate op has no CPU kernel, so checked by structure only): the suffix LARS wraps a suffix
+    optimizer whose state is the user's inner optimizer's."""
+    rng = np.random.RandomState(0)
+    x, y = Tensor(rng.rand(8, 1, 8, 8).astype(np.float32)), Tensor(rng.randint(0, 10, 8).astype(np.int32))
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    net = _ConvBNNet()
+    config = {"level": "O1", "grad_freeze": {"param_groups": 2, "freeze_type": 0, "freeze_p": 0.5}}
+    cell = build_train_network(nn.WithLossCell(net, loss), nn.Momentum(net.trainable_params(), 0.05, 0.9), config)
+    base, suffix = cell.optimizer.optimizer, cell.optimizer.opts[1]
+    position = {id(p): i for i, p in enumerate(base.parameters)}
+    assert suffix.grad_centralization_flags == tuple(base.grad_centralization_flags[position[id(p)]]
+                                                     for p in suffix.parameters)
+    assert sorted(p.name for p in suffix.parameters) == ["bn2.beta", "bn2.gamma", "conv2.weight", "fc.multiplier",
+                                                         "fc.weight"]  # 3 layers: conv1+bn1 is frozen
+    cell.set_train()
+    cell(x, y)
+    before = state(cell)
+    assert cell.freeze.current_index() == 1
+    cell(x, y)
+    changed = {k for k in before if not np.array_equal(before[k], state(cell)[k])}
+    assert not any(k.endswith(("conv1.weight", "bn1.gamma", "bn1.beta")) for k in changed), changed
+    assert {"conv2.weight", "moments.conv2.weight", "bn2.gamma", "fc.weight", "moments.fc.weight", "global_step",
+            "grad_freeze.position"} <= changed
+    lars_net = _ConvBNNet()
+    lars = nn.LARS(nn.Momentum(lars_net.trainable_params(), 0.05, 0.9), coefficient=0.01)
+    groups = GradientFreeze(2, 0, 0.5, 10).split_parameters_groups(lars_net, 2)
+    suffix = FreezeOpt(lars, groups).opts[1]
+    assert isinstance(suffix, nn.LARS) and [p.name for p in suffix.parameters] == [p.name for p in groups[1]]
+    assert all(mine is lars.opt.moments[position] for mine, position in zip(suffix.opt.moments, range(3, 8)))
+    assert suffix.opt.global_step is lars.opt.global_step and suffix.global_step is lars.global_step
 
 
 def test_entry_points():

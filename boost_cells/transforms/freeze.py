@@ -109,10 +109,14 @@ def _group_parameters(who, group):
 
 
 def _suffix_optimizer(base, parameters):
-    """An optimizer of ``base``'s class and arguments over ``parameters`` that uses ``base``'s state."""
+    """An optimizer of ``base``'s class and arguments over ``parameters`` that uses ``base``'s state (LARS: around
+    such an optimizer of its inner one)."""
     wanted = {id(p) for p in parameters}
     if len(wanted) == len(base.parameters):
         return base
+    if isinstance(base, LARS):
+        suffix = LARS(_suffix_optimizer(base.opt, parameters), **base.init_args)
+        return share_parameters(suffix, base, positional_map(suffix, base), who="FreezeOpt")
     params = base.init_params["params"]
     if isinstance(params[0], dict):
         if any("order_params" in group for group in params):
@@ -142,22 +146,21 @@ class FreezeOpt(nn.Cell):
     (list or ``LearningRateSchedule``) see every real update. A train cell given a ``FreezeOpt`` trains with it.
 
     Args:
-        opt (Optimizer): the optimizer (not LARS). train_parameter_groups (list): per group, a list of
+        opt (Optimizer): the optimizer (LARS included). train_parameter_groups (list): per group, a list of
             Parameters or of ``opt``-style group dicts; default one group of every parameter.
         train_strategy (list, tuple or 1-D int32 Tensor): the first trained group of each step; default
             ``0, 1, ..., groups - 1``. cyclic (bool): after the strategy's last step start again at its first
             (the reference), or (False) stay at its last entry.
 
     Raises:
-        TypeError: ``opt`` is not an Optimizer or is LARS, or a group is not a list. ValueError: a strategy without
+        TypeError: ``opt`` is not an Optimizer, or a group is not a list. ValueError: a strategy without
         groups, an index outside ``[0, groups)``, or a group parameter that ``opt`` does not update.
     """
 
     def __init__(self, opt, train_parameter_groups=None, train_strategy=None, *, cyclic=True):
         super().__init__(auto_prefix=False)
-        if not isinstance(opt, Optimizer) or isinstance(opt, LARS):
-            raise TypeError(f"For 'FreezeOpt', 'opt' must be an Optimizer other than LARS, but got "
-                            f"{type(opt).__name__}.")
+        if not isinstance(opt, Optimizer):
+            raise TypeError(f"For 'FreezeOpt', 'opt' must be an Optimizer, but got {type(opt).__name__}.")
         if train_strategy is not None and train_parameter_groups is None:
             raise ValueError("For 'FreezeOpt', 'train_parameter_groups' must be given with 'train_strategy'.")
         if train_parameter_groups is None:
