@@ -7,15 +7,14 @@ import os
 import sys
 
 import numpy as np
-import mindspore as ms
 from mindspore import Tensor, nn
-from mindspore.communication import get_group_size, get_rank, init
+from mindspore.communication import get_group_size
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from boost_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate  # noqa: E402
 from tests.distributed.worker import shard  # noqa: E402
-from tests.helpers import TanhMLP, freeze_config  # noqa: E402
+from tests.helpers import TanhMLP, freeze_config, init_data_parallel  # noqa: E402
 
 STEPS = 4
 
@@ -73,10 +72,8 @@ SCENARIOS = {"freeze": scenario_freeze, "freeze_adasum": scenario_freeze_adasum,
 
 
 def main():
-    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-    init()
-    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
-    rank, size = get_rank(), get_group_size()
+    rank = init_data_parallel()
+    size = get_group_size()
     for name in sys.argv[2:]:
         np.savez(os.path.join(sys.argv[1], f"{name}_rank{rank}.npz"), **SCENARIOS[name](rank, size))
         print(f"rank {rank}: scenario {name} done", flush=True)
