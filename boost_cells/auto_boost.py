@@ -6,7 +6,7 @@ constructed ``AutoBoost`` (``latest_config()``); a later ``AutoBoost`` replaces 
 never stick to each other, and the level table is never written to.
 """
 from .config import BoostConfig
-from .transforms import LessBN, apply_less_bn
+from .transforms import LessBN, apply_less_bn, freeze_optimizer
 
 __all__ = ["AutoBoost", "latest_config"]
 
@@ -52,8 +52,10 @@ class AutoBoost:
         """Return the ``(network, optimizer)`` pair to train. With ``less_bn``: the network under ``LessBN``
         (``less_bn.fn_flag``: feature-normalised head), and a rebuilt optimizer over its parameters, split for
         gradient fusion at ``common.gradient_split_groups``, with gradient centralization if ``less_bn.gc_flag``.
-        Gradient accumulation and AdaSum live in the train cells."""
-        return apply_less_bn(network, optimizer, self.config)
+        Then, with ``grad_freeze``, the optimizer becomes a ``FreezeOpt`` over the (transformed) network's groups,
+        as the reference's ``freeze_generate``. Gradient accumulation and AdaSum live in the train cells."""
+        network, optimizer = apply_less_bn(network, optimizer, self.config)
+        return network, freeze_optimizer(self.config, network, optimizer)
 
     def network_auto_process_eval(self, network):
         """Return the network to evaluate: with ``less_bn``, under ``LessBN`` with the same ``fn_flag`` as in

@@ -37,7 +37,7 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 MAX_LOSS_SCALE = 2.0 ** 64
 
 # Features whose algorithms exist in this package; a config that switches on any other one is refused.
-IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum", "less_bn", "loss_scale_group"})
+IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum", "less_bn", "grad_freeze", "loss_scale_group"})
 
 
 class BoostConfigWarning(UserWarning):
@@ -107,9 +107,9 @@ SCHEMA = MappingProxyType({
     "common": {"gradient_split_groups": _SPLIT_GROUPS, "device_number": _int(8, 1),
                "grad_accumulation_step": _int(1, 1)},
     "less_bn": {"fn_flag": _bool(True), "gc_flag": _bool(True)},
-    "grad_freeze": {"param_groups": _int(10, 1), "freeze_type": _choice(1, 0, 1),
+    "grad_freeze": {"param_groups": _int(10, 1), "freeze_type": _choice(1, 0, 1, 2),
                     "freeze_p": _Field(0.7, lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
-                    "total_steps": _int(65536, 1)},
+                    "total_steps": _int(65536, 1), "seed": _int(0, 0)},
     "grad_accumulation": {"grad_accumulation_step": _int(1, 1)},
     "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
                    "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),

@@ -3,7 +3,9 @@
 Everything is decided in ``__init__`` (features, parallel mode, target); ``construct`` only composes. New
 strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or beside the gradient computation
 (gradient freezing: which parameters get gradients on a step); loss scaling is one part, ``LossScale`` or
-``GroupLossScale`` (a scale per parameter group), chosen by ``make_loss_scale``.
+``GroupLossScale`` (a scale per parameter group), chosen by ``make_loss_scale``. Gradient freezing picks, on the
+host before each step, the twin of the cell that differentiates only the scheduled suffix
+(``transforms.freeze.FreezeSchedule``).
 """
 import warnings
 
@@ -17,6 +19,7 @@ from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
 from .transforms import apply_less_bn
+from .transforms.freeze import FreezeOpt, FreezeSchedule, freeze_optimizer, unfrozen
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
@@ -88,6 +91,10 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         boost_config (BoostConfig, dict or str): config or JSON path; default: the latest ``AutoBoost``'s
             config, else level O0.
 
+    Gradient freezing is on when the config's ``grad_freeze`` is or ``optimizer`` is a ``FreezeOpt``: then
+    ``freeze`` (a ``FreezeSchedule``, Parameter ``grad_freeze.position``) runs each step, on the host, as this
+    cell (index 0) or a twin over the scheduled suffix; ``freeze.current_index()`` is the next step's index.
+
     Inputs: ``*inputs``, the network's inputs.
     Outputs: Tensor, the loss (of this micro-batch when accumulating).
 
@@ -102,6 +109,7 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         super().__init__(auto_prefix=False)
         _check_cells(type(self).__name__, network, optimizer)
         self.boost_config = _resolve_config(boost_config)
+        optimizer = freeze_optimizer(self.boost_config, network, optimizer)
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer
@@ -109,11 +117,27 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         self.sens = 1.0 if sens is None else sens
         self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
         self.parallel = parallel_info()
-        self.update = make_update_strategy(self.boost_config, optimizer, self.parallel)
+        self.update = make_update_strategy(self.boost_config, unfrozen(optimizer), self.parallel)
+        self.freeze = FreezeSchedule(optimizer) if isinstance(optimizer, FreezeOpt) else None
         if not self._reports_overflow and self.boost_config.section("diagnostics")["overflow_report"] is not None:
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
                              "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
                              "with a 'loss_scale' section in build_train_network).")
+
+    def _suffix_step(self, optimizer):
+        """This cell's step over ``optimizer``'s parameters only (gradient freezing's frozen steps)."""
+        return BoostTrainOneStepCell(self.network, optimizer, self.sens, boost_config=self._suffix_config())
+
+    def _suffix_config(self):
+        raw = self.boost_config.to_dict()
+        raw["boost"].update(mode="manual", grad_freeze=False)
+        raw["diagnostics"]["overflow_report"] = None  # this cell's reporter covers its suffix steps
+        return raw
+
+    def __call__(self, *inputs):
+        if self.freeze is None:
+            return super().__call__(*inputs)
+        return self.freeze.run(self, super().__call__, self._suffix_step, *inputs)
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
@@ -162,6 +186,9 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
                  overflow_report=None):
         super().__init__(network, optimizer, sens=None, boost_config=boost_config)
         self.loss_scale = make_loss_scale(scale_sense, self.boost_config, self.weights, self.parallel)
+        # What a freezing twin's loss-scale part is built from (its state is then swapped for this cell's); in a
+        # tuple, so it stays host-side instead of becoming a second path to a sub-cell.
+        self._twin_scale_sense = (scale_sense,)
         self.scale_sense = self.loss_scale.scale_sense
         self.overflow_detector = overflow_detector if overflow_detector is not None \
             else make_overflow_detector(self.parallel.distributed)
@@ -173,6 +200,11 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         if self.overflow_reporter is None:
             return super().__call__(*inputs)
         return self.overflow_reporter.step(self, super().__call__, inputs)
+
+    def _suffix_step(self, optimizer):
+        return BoostTrainOneStepWithLossScaleCell(self.network, optimizer, self._twin_scale_sense[0],
+                                                  boost_config=self._suffix_config(),
+                                                  overflow_detector=self.overflow_detector)
 
     def set_sense_scale(self, sens):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0); with a

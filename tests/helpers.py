@@ -211,3 +211,56 @@ def init_data_parallel():
     init()
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     return get_rank()
+
+
+class TanhMLP(nn.Cell):
+    """Dense layers with tanh between them; with biases, the reference's layer rule makes every two Dense layers
+    one freezing layer (``dims`` of 7 sizes: 3 layers)."""
+
+    def __init__(self, dims=(4, 6, 6, 6, 6, 6, 3), seed=0):
+        super().__init__()
+        rng = np.random.RandomState(seed)
+        self.layers = nn.CellList([
+            nn.Dense(a, b, weight_init=Tensor(rng.randn(b, a).astype(np.float32) * 0.5),
+                     bias_init=Tensor(rng.randn(b).astype(np.float32) * 0.1))
+            for a, b in zip(dims[:-1], dims[1:])])
+        self.act = nn.Tanh()
+        self.depth = len(dims) - 1
+
+    def construct(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < self.depth - 1:
+                x = self.act(x)
+        return x
+
+
+def numpy_mlp_grads(params, x, y):
+    """Gradients of mean((mlp(x) - y)^2) for TanhMLP's parameters ``[w0, b0, w1, b1, ...]`` (float64)."""
+    weights, biases = params[0::2], params[1::2]
+    activations, h = [x], x
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        h = h @ w.T + b
+        if i < len(weights) - 1:
+            h = np.tanh(h)
+        activations.append(h)
+    delta = 2.0 * (activations[-1] - y) / activations[-1].size
+    grads = []
+    for i in range(len(weights) - 1, -1, -1):
+        grads = [delta.T @ activations[i], delta.sum(axis=0)] + grads
+        if i:
+            delta = (delta @ weights[i]) * (1 - activations[i] ** 2)
+    return grads
+
+
+def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, **sections):
+    """A boost config dict with gradient freezing (and any further sections, e.g. accumulation's)."""
+    config = {"boost": {"mode": "manual", "grad_freeze": True},
+              "grad_freeze": {"param_groups": param_groups, "freeze_type": freeze_type, "freeze_p": freeze_p,
+                              "total_steps": total_steps}}
+    for name, section in sections.items():
+        if name == "boost":
+            config["boost"].update(section)
+        else:
+            config[name] = section
+    return config

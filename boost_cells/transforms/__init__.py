@@ -1,10 +1,13 @@
 """Transforms: what changes the network, the optimizer, or which weights train.
 
 Each transform takes the user's network or optimizer and returns a changed one before the train cell is built;
-the network's parameter names stay as they were, so checkpoints load into the plain network.
+the network's parameter names stay as they were, so checkpoints load into the plain network. Gradient freezing
+(``freeze``) also picks, step by step, the suffix of layer groups that trains.
 """
 from .centralization import OptimizerProcess, ParameterProcess
 from .fn_head import CommonHeadLastFN
+from .freeze import FreezeOpt, FreezeSchedule, GradientFreeze, freeze_cell, freeze_index_sequence, freeze_optimizer
 from .less_bn import LessBN, apply_less_bn
 
-__all__ = ["CommonHeadLastFN", "LessBN", "OptimizerProcess", "ParameterProcess", "apply_less_bn"]
+__all__ = ["CommonHeadLastFN", "FreezeOpt", "FreezeSchedule", "GradientFreeze", "LessBN", "OptimizerProcess",
+           "ParameterProcess", "apply_less_bn", "freeze_cell", "freeze_index_sequence", "freeze_optimizer"]

@@ -1,0 +1,83 @@
+"""Gradient-freezing scenarios for an msrun job; each rank writes ``<out>/<scenario>_rank<r>.npz``.
+
+Usage (from tests/test_freeze_distributed.py): ``msrun ... tests/distributed/freeze_worker.py OUT_DIR SCENARIO...``.
+Rank r trains on its rows of each global batch (``worker.shard``), so a test can replay the whole batch in NumPy.
+"""
+import os
+import sys
+
+import numpy as np
+from mindspore import Tensor, nn
+from mindspore.communication import get_group_size
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from boost_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate  # noqa: E402
+from tests.distributed.worker import shard  # noqa: E402
+from tests.helpers import TanhMLP, freeze_config, init_data_parallel  # noqa: E402
+
+STEPS = 4
+
+
+def with_inf(labels):
+    """``labels`` with an inf in the first entry (an inf input would be squashed to 1 by tanh)."""
+    values = labels.asnumpy()
+    values[0, 0] = np.inf
+    return Tensor(values)
+
+
+def run(cell, rank, size, poison_step=None):
+    """``STEPS`` steps; returns the first trained group of each step and every Parameter of the cell at the end.
+    At ``poison_step`` the last rank's labels hold an inf."""
+    batches = [shard(step, rank, size) for step in range(STEPS)]
+    if poison_step is not None and rank == size - 1:
+        batches[poison_step] = (batches[poison_step][0], with_inf(batches[poison_step][1]))
+    indices, overflows = [], []
+    for inputs in batches:
+        indices.append(cell.freeze.current_index())
+        outputs = cell(*inputs)
+        overflows += [bool(outputs[1].asnumpy())] if isinstance(outputs, tuple) else []
+    state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names()}
+    return {**state, "indices": np.array(indices), "overflows": np.array(overflows)}
+
+
+def scenario_freeze(rank, size):
+    """Data-parallel Momentum with the continuous schedule (3 groups: indices 0, 0, 1, 2)."""
+    net = TanhMLP()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=freeze_config()),
+               rank, size)
+
+
+def scenario_freeze_adasum(rank, size):
+    """Freezing with AdaSum across 2 groups of 1 rank (the reference's freeze path drops AdaSum)."""
+    net = TanhMLP()
+    opt = nn.SGD(net.trainable_params(), learning_rate=0.1)
+    config = freeze_config(boost={"adasum": True}, common={"device_number": 1})
+    return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config), rank, size)
+
+
+def scenario_freeze_overflow(rank, size):
+    """Loss-scaled freezing (2 groups: 0, 1, 0, 1) with an inf planted on the last rank at step 1 (index 1)."""
+    net = TanhMLP()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    cell = BoostTrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()), opt,
+                                              DynamicLossScaleUpdate(2.0 ** 10, window=50),
+                                              boost_config=freeze_config(param_groups=2))
+    return run(cell, rank, size, poison_step=1)
+
+
+SCENARIOS = {"freeze": scenario_freeze, "freeze_adasum": scenario_freeze_adasum,
+             "freeze_overflow": scenario_freeze_overflow}
+
+
+def main():
+    rank = init_data_parallel()
+    size = get_group_size()
+    for name in sys.argv[2:]:
+        np.savez(os.path.join(sys.argv[1], f"{name}_rank{rank}.npz"), **SCENARIOS[name](rank, size))
+        print(f"rank {rank}: scenario {name} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Gradient freezing in a real 2-worker msrun job (loopback, CPU collectives): replicas stay bit-identical, the
+plain data-parallel run equals NumPy on the global batch, AdaSum and a planted overflow compose with freezing."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.distributed.worker import ROWS
+from tests.helpers import TanhMLP, batch, numpy_adasum, numpy_mlp_grads
+from tests.launch import msrun
+
+WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
+SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow"]
+GROUP_STARTS = (0, 4, 8)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("freeze_dp")
+    code, output = msrun(2, [WORKER, out, *SCENARIOS], out / "logs", timeout=300)
+    assert code == 0, output[-5000:]
+    return {(name, rank): dict(np.load(out / f"{name}_rank{rank}.npz")) for name in SCENARIOS for rank in range(2)}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_replicas_bit_identical(results, name):
+    first, second = results[(name, 0)], results[(name, 1)]
+    assert sorted(first) == sorted(second)
+    for key in first:
+        np.testing.assert_array_equal(first[key], second[key], err_msg=key)
+
+
+def test_data_parallel_freeze_matches_numpy(results):
+    """Mean of the two ranks' gradients = the global batch's; each step updates its suffix (momentum 0.9)."""
+    result = results[("freeze", 0)]
+    assert result["indices"].tolist() == [0, 0, 1, 2]
+    params = [p.asnumpy().astype(np.float64) for p in TanhMLP().trainable_params()]
+    names = [p.name for p in TanhMLP().trainable_params()]
+    velocity = [np.zeros_like(p) for p in params]
+    for step, index in enumerate(result["indices"]):
+        x, y = batch(n=ROWS * 2, seed=step)
+        grads = numpy_mlp_grads(params, x.astype(np.float64), y.astype(np.float64))
+        for j in range(GROUP_STARTS[index], len(params)):
+            velocity[j] = 0.9 * velocity[j] + grads[j]
+            params[j] = params[j] - 0.1 * velocity[j]
+    for name, want in zip(names, params):
+        np.testing.assert_allclose(result[name], want, rtol=2e-5, atol=2e-6, err_msg=name)
+    assert int(result["global_step"][0]) == 4
+
+
+def test_adasum_and_overflow_compose(results):
+    """AdaSum: each rank's SGD delta on its shard, over the trained suffix only, combined per tensor by AdaSum
+    (NumPy); frozen tensors have zero deltas and stay. Overflow: skipped everywhere, position kept."""
+    adasum = results[("freeze_adasum", 0)]
+    assert adasum["indices"].tolist() == [0, 0, 1, 2]
+    params = [p.asnumpy().astype(np.float64) for p in TanhMLP().trainable_params()]
+    names = [p.name for p in TanhMLP().trainable_params()]
+    for step, index in enumerate(adasum["indices"]):
+        x, y = batch(n=ROWS * 2, seed=step)
+        deltas = [[0.1 * g for g in numpy_mlp_grads(params, x[r * ROWS:(r + 1) * ROWS].astype(np.float64),
+                                                     y[r * ROWS:(r + 1) * ROWS].astype(np.float64))]
+                  for r in range(2)]
+        start = GROUP_STARTS[index]
+        combined = numpy_adasum([d[start:] for d in deltas])
+        params = params[:start] + [p - c for p, c in zip(params[start:], combined)]
+    for name, want in zip(names, params):
+        np.testing.assert_allclose(adasum[name], want, rtol=5e-5, atol=5e-6, err_msg=name)
+    overflow = results[("freeze_overflow", 0)]
+    assert overflow["overflows"].tolist() == [False, True, False, False]
+    assert overflow["indices"].tolist() == [0, 1, 1, 0]  # the overflowing step keeps the position
+    assert int(overflow["global_step"][0]) == 3 and float(overflow["scale_sense"]) == 2.0 ** 9
