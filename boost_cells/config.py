@@ -37,7 +37,7 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 MAX_LOSS_SCALE = 2.0 ** 64
 
 # Features whose algorithms exist in this package; a config that switches on any other one is refused.
-IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum", "less_bn"})
+IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum", "less_bn", "dim_reduce"})
 
 
 class BoostConfigWarning(UserWarning):
@@ -113,7 +113,7 @@ SCHEMA = MappingProxyType({
     "grad_accumulation": {"grad_accumulation_step": _int(1, 1)},
     "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
                    "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),
-                   "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0)},
+                   "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0), "seed": _int(0, 0)},
     "loss_scale": {"type": _choice("dynamic", "dynamic", "static"), "init": _scale(2.0 ** 16),
                    "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
                    "window": _int(2000, 1), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
