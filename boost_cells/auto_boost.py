@@ -52,7 +52,10 @@ class AutoBoost:
         """Return the ``(network, optimizer)`` pair to train. With ``less_bn``: the network under ``LessBN``
         (``less_bn.fn_flag``: feature-normalised head), and a rebuilt optimizer over its parameters, split for
         gradient fusion at ``common.gradient_split_groups``, with gradient centralization if ``less_bn.gc_flag``.
-        Gradient accumulation and AdaSum live in the train cells."""
+        Gradient accumulation, AdaSum and DimReduce live in the train cells. With DimReduce the reference swaps in
+        ``SGD(lr=1)`` because its DimReduce steps through the optimizer; ours writes its update itself, so the
+        optimizer comes back unchanged and only names the weights to train (its learning rate and state are not
+        used)."""
         return apply_less_bn(network, optimizer, self.config)
 
     def network_auto_process_eval(self, network):
