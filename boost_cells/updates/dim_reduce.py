@@ -28,14 +28,8 @@ __all__ = ["DimReduce", "make_dim_reduce"]
 # The reference's curvature threshold: the BFGS update is skipped unless y.s > EPSILON.
 EPSILON = 1e-20
 
-_assign = ops.MultitypeFuncGraph("assign")
 _trial = ops.MultitypeFuncGraph("trial")
 _final = ops.MultitypeFuncGraph("final")
-
-
-@_assign.register("Tensor", "Tensor")
-def _assign_tensor(target, value):
-    return ops.assign(target, value)
 
 
 @_trial.register("Tensor", "Tensor", "Tensor", "Tensor")
@@ -119,6 +113,7 @@ class DimReduce(nn.Cell):
         self.outer = ops.MatMul(transpose_b=True)
         self.eye = Tensor(np.eye(n_components), mstype.float32)
         self.hyper_map = ops.HyperMap()
+        self.assign = ops.Assign()
         self.bk = Parameter(Tensor(np.eye(n_components), mstype.float32), name="dim_reduce.bk", requires_grad=False)
         self.gk_last = Parameter(Tensor(np.zeros((n_components, 1)), mstype.float32), name="dim_reduce.gk_last",
                                  requires_grad=False)
@@ -159,7 +154,7 @@ class DimReduce(nn.Cell):
         trial = self.hyper_map(ops.partial(_trial, step), self.weights, self.saved, directions)
         new_loss = self._mean_loss(self.network(*ops.depend(inputs, trial)))
         accepted = new_loss < old_loss + self.sigma * step * gd
-        restored = self.hyper_map(_assign, self.weights, ops.depend(self.saved, new_loss))
+        restored = self.hyper_map(self.assign, self.weights, ops.depend(self.saved, new_loss))
         return ops.depend(accepted, restored)
 
     def construct(self, loss, grads, *inputs):
@@ -172,7 +167,7 @@ class DimReduce(nn.Cell):
         dk = -ops.matmul(bk, gk)
         gd = ops.reduce_sum(gk * dk)
         directions = self._split(self.project_back(self.pca, dk))
-        saved = self.hyper_map(_assign, self.saved, self.weights)
+        saved = self.hyper_map(self.assign, self.saved, self.weights)
         inputs = ops.depend(inputs, saved)
         accepted = self._try(self.steps[0], old_loss, gd, directions, inputs)
         step = ops.select(accepted, self.steps[0], self.no_step)
