@@ -11,6 +11,7 @@ from mindspore import Parameter, Tensor, nn, ops
 
 from boost_cells import AutoBoost, BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, \
     DimReduce, build_train_network
+from boost_cells.updates.dim_reduce import bfgs
 from boost_cells.updates.pca import load_trajectory, pca_matrix, randomized_pca
 from tests.helpers import Linear, NumpyDimReduce, batch, linear_setup, numpy_mse_grads, numpy_mse_loss
 from tests.launch import ROOT, msrun
@@ -138,34 +139,28 @@ def test_line_search_decision_equals_numpy(mode, tmp_path):
     assert ref.steps[:2] == [0.0, 0.55] and ref.steps[2] > 0
 
 
-def test_bfgs_update_and_skip(tmp_path):
+def test_bfgs_update_and_skip():
     """B from (s, y): the BFGS formula (and the secant condition B y = s) when y.s > eps; B unchanged when
     y.s <= eps or before the first accepted step."""
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
-    net = Quadratic()
-    cell = DimReduce(net, None, [net.w], np.eye(3), 3, 0.55, 0.9, 0.001, 0.4, 0, 1)
     rng = np.random.default_rng(0)
     start = rng.standard_normal((3, 3))
     start = (start @ start.T + np.eye(3)).astype(np.float32)
-    cell.bk.set_data(Tensor(start))
-    cell.gk_last.set_data(Tensor(np.array([[1.0], [0.0], [2.0]], np.float32)))
-    cell.sk.set_data(Tensor(np.array([[0.5], [-1.0], [0.25]], np.float32)))
     ref = NumpyDimReduce(np.eye(3))
     ref.bk, ref.gk_last, ref.sk = start.astype(np.float64), np.array([1.0, 0.0, 2.0]), np.array([0.5, -1.0, 0.25])
+    column = lambda v: Tensor(np.asarray(v, np.float32)[:, None])  # noqa: E731
+    cases = (([2.0, -1.0, 2.5], 1.625), ([3.0, 1.0, 2.0], 0.0), ([1.0, 0.5, 2.0], -0.5))  # (g_k, y.s)
     for has_last in (False, True):
-        cell.has_last.set_data(Tensor(has_last))
         ref.has_last = has_last
-        for gk, curved in (([2.0, -1.0, 2.5], True), ([3.0, 1.0, 2.0], False), ([1.0, 0.5, 2.0], False)):
+        for gk, ys in cases:
             gk = np.array(gk)
-            got = cell.bfgs(Tensor(gk[:, None], ms.float32)).asnumpy()
+            assert float((gk - ref.gk_last) @ ref.sk) == ys
+            got = bfgs(Tensor(start), column(ref.gk_last), column(ref.sk), Tensor(has_last), column(gk)).asnumpy()
             np.testing.assert_allclose(got, ref.bfgs(gk), rtol=1e-5, atol=1e-6)
-            if has_last and curved:
+            if has_last and ys > 0:
                 np.testing.assert_allclose(got @ (gk - ref.gk_last), ref.sk, rtol=1e-5, atol=1e-6)
             else:
                 np.testing.assert_array_equal(got, start)
-    # the cases above really are y.s > 0, y.s = 0 and y.s < 0
-    assert [float((np.array(g) - ref.gk_last) @ ref.sk) for g in ([2.0, -1.0, 2.5], [3.0, 1.0, 2.0],
-                                                                    [1.0, 0.5, 2.0])] == [1.625, 0.0, -0.5]
 
 
 def state(cell, net):

@@ -23,7 +23,7 @@ from mindspore.common import dtype as mstype
 from ..distributed import ParallelInfo, make_grad_reducer
 from .pca import pca_matrix
 
-__all__ = ["DimReduce", "make_dim_reduce"]
+__all__ = ["DimReduce", "bfgs", "make_dim_reduce", "share_from_rank0"]
 
 # The reference's curvature threshold: the BFGS update is skipped unless y.s > EPSILON.
 EPSILON = 1e-20
@@ -41,6 +41,24 @@ def _trial_tensor(step, weight, saved, direction):
 def _final_tensor(gamma, alpha, step, weight, saved, momentum, residual, direction):
     new_momentum = ops.assign(momentum, gamma * momentum + residual)
     return ops.assign(weight, ops.cast(saved - (alpha * new_momentum - step * direction), weight.dtype))
+
+
+def bfgs(bk, gk_last, sk, has_last, gk):
+    """The inverse-Hessian estimate for a step with subspace gradient ``gk`` (k, 1): ``bk`` (k, k) updated with
+    ``(sk, y = gk - gk_last)`` when ``has_last`` (a step was accepted before) and y.s > EPSILON, else ``bk``."""
+    y = gk - gk_last
+    ys = ops.reduce_sum(y * sk)
+    curved = ops.logical_and(has_last, ys > EPSILON)
+    inv = 1.0 / ops.select(curved, ys, ops.ones_like(ys))
+    left = ops.eye(gk.shape[0], gk.shape[0], mstype.float32) - ops.matmul(sk, ops.transpose(y, (1, 0))) * inv
+    updated = ops.matmul(ops.matmul(left, bk), ops.transpose(left, (1, 0))) \
+        + ops.matmul(sk, ops.transpose(sk, (1, 0))) * inv
+    return ops.select(curved, updated, bk)
+
+
+def _split(flat, offsets, shapes):
+    """Per-weight views of an (n, 1) vector."""
+    return tuple(ops.reshape(flat[start:end], shape) for start, end, shape in zip(offsets[:-1], offsets[1:], shapes))
 
 
 class DimReduce(nn.Cell):
@@ -110,8 +128,6 @@ class DimReduce(nn.Cell):
         self.grad_reducer = make_grad_reducer(self.weights, info)
         self.loss_reducer = ops.AllReduce() if rank_size > 1 else None
         self.project_back = ops.MatMul(transpose_a=True)
-        self.outer = ops.MatMul(transpose_b=True)
-        self.eye = Tensor(np.eye(n_components), mstype.float32)
         self.hyper_map = ops.HyperMap()
         self.assign = ops.Assign()
         self.bk = Parameter(Tensor(np.eye(n_components), mstype.float32), name="dim_reduce.bk", requires_grad=False)
@@ -133,22 +149,6 @@ class DimReduce(nn.Cell):
             loss = self.loss_reducer(loss) / self.rank_size
         return loss
 
-    def _split(self, flat):
-        """Per-weight views of an (n, 1) vector."""
-        return tuple(ops.reshape(flat[start:end], shape)
-                     for start, end, shape in zip(self.offsets[:-1], self.offsets[1:], self.shapes))
-
-    def bfgs(self, gk):
-        """The inverse-Hessian estimate for this step: B updated with (s, y = gk - gk_last) when a step was
-        accepted before and y.s > EPSILON, else B unchanged."""
-        y = gk - self.gk_last
-        ys = ops.reduce_sum(y * self.sk)
-        curved = ops.logical_and(self.has_last, ys > EPSILON)
-        inv = 1.0 / ops.select(curved, ys, ops.ones_like(ys))
-        left = self.eye - self.outer(self.sk, y) * inv
-        updated = ops.matmul(ops.matmul(left, self.bk), ops.transpose(left, (1, 0))) + self.outer(self.sk, self.sk) * inv
-        return ops.select(curved, updated, self.bk)
-
     def _try(self, step, old_loss, gd, directions, inputs):
         """Whether ``w + step * P^T d_k`` passes the sufficient-decrease test; the weights are restored after."""
         trial = self.hyper_map(ops.partial(_trial, step), self.weights, self.saved, directions)
@@ -163,10 +163,10 @@ class DimReduce(nn.Cell):
         old_loss = self._mean_loss(loss)
         flat = ops.concat([ops.reshape(ops.cast(g, mstype.float32), (-1,)) for g in grads])
         gk = ops.matmul(self.pca, ops.reshape(flat, (-1, 1)))
-        bk = self.bfgs(gk)
+        bk = bfgs(self.bk, self.gk_last, self.sk, self.has_last, gk)
         dk = -ops.matmul(bk, gk)
         gd = ops.reduce_sum(gk * dk)
-        directions = self._split(self.project_back(self.pca, dk))
+        directions = _split(self.project_back(self.pca, dk), self.offsets, self.shapes)
         saved = self.hyper_map(self.assign, self.saved, self.weights)
         inputs = ops.depend(inputs, saved)
         accepted = self._try(self.steps[0], old_loss, gd, directions, inputs)
@@ -178,7 +178,7 @@ class DimReduce(nn.Cell):
         ops.assign(self.sk, ops.select(accepted, step * dk, self.sk))
         ops.assign(self.gk_last, ops.select(accepted, gk, self.gk_last))
         ops.assign(self.has_last, ops.logical_or(self.has_last, accepted))
-        residuals = self._split(ops.reshape(flat, (-1, 1)) - self.project_back(self.pca, gk))
+        residuals = _split(ops.reshape(flat, (-1, 1)) - self.project_back(self.pca, gk), self.offsets, self.shapes)
         updated = self.hyper_map(ops.partial(_final, self.gamma, self.alpha, step), self.weights, self.saved,
                                  self.momentum, residuals, directions)
         return ops.depend(loss, updated)
