@@ -328,7 +328,7 @@ def test_two_workers_equal_single_process_on_concatenated_batch(two_workers):
 
 
 def test_late_rank_gives_a_timeout_error_not_a_hang(two_workers):
-    """Rank 1 reaches the PCA all-reduce 4 s late; rank 0 (timeout 1 s) raises a clear error; rank 1 still gets
+    """Rank 1 reaches the PCA all-reduce 2.5 s late; rank 0 (timeout 1 s) raises a clear error; rank 1 still gets
     rank 0's matrix (ones, not its own twos)."""
     _, results = two_workers
     assert "did not all reach the PCA matrix all-reduce within 'dim_reduce.timeout' = 1 s" in \

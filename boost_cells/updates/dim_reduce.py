@@ -88,9 +88,13 @@ class DimReduce(nn.Cell):
         dim_reduce.saved.<weight name> (float32): the weights at the start of the step (scratch for the line
             search; equal to the weights between steps).
 
+    Inputs: ``loss`` (Tensor, this rank's loss), ``grads`` (tuple of Tensor, this rank's unscaled gradients),
+    ``*inputs`` (the step's network inputs, for the line search).
+    Outputs: ``loss``, depending on the update.
+
     Raises:
-        TypeError, ValueError: an argument of the wrong type or range, or a matrix whose shape does not match
-            ``n_components`` and the weights.
+        TypeError: ``network`` is not a Cell, or a weight is not float32. ValueError: an argument out of range, or
+            a matrix whose shape does not match ``n_components`` and the weights.
     """
 
     takes_inputs = True
@@ -111,6 +115,9 @@ class DimReduce(nn.Cell):
             raise ValueError(f"For 'DimReduce', 'rank' and 'rank_size' must be ints with 0 <= rank < rank_size, but "
                              f"got rank={rank!r}, rank_size={rank_size!r}.")
         self.weights = ParameterTuple(weight)
+        for w in self.weights:
+            if w.dtype != mstype.float32:
+                raise TypeError(f"For 'DimReduce', every weight must be float32, but '{w.name}' is {w.dtype}.")
         self.shapes = [tuple(w.shape) for w in self.weights]
         sizes = [int(np.prod(shape)) for shape in self.shapes]
         self.offsets = [int(x) for x in np.cumsum([0] + sizes)]

@@ -21,7 +21,7 @@ from tests.helpers import linear_setup  # noqa: E402
 
 STEPS = 4
 N_COMPONENTS = 4
-SLOW_RANK_DELAY = 4.0  # seconds rank 1 sleeps before the all-reduce in the timeout scenario
+SLOW_RANK_DELAY = 2.5  # seconds rank 1 sleeps before the all-reduce in the timeout scenario
 SHORT_TIMEOUT = 1  # seconds rank 0 waits there
 
 
