@@ -82,8 +82,9 @@ def test_randomized_pca_finds_top_directions_of_wide_data():
 
 
 def test_full_steps_equal_numpy_with_projection_residual(mode, warmup):
-    """Four steps on one batch of the Linear net (convex: y.s > 0, so B updates): weights, B, s and the residual momentum follow NumpyDimReduce; after the first
-    step the momentum is exactly the back-projection residual g - P^T P g, orthogonal to P's rows."""
+    """Four steps on one batch of the Linear net (convex: y.s > 0, so B updates): weights, B, s and the residual
+    momentum follow NumpyDimReduce; after the first step the momentum is exactly the back-projection residual
+    g - P^T P g, orthogonal to P's rows."""
     net, net_with_loss, opt = linear_setup("momentum")
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=config(warmup))
     pca = cell.update.pca.asnumpy()
