@@ -210,14 +210,14 @@ def share_from_rank0(matrix, rank, timeout):
 
     The all-reduce waits for every rank to reach it (each computes its own matrix first); it runs in a helper
     thread so that a peer that never arrives (it failed or hangs) gives a clear error after ``timeout`` seconds
-    (``dim_reduce.timeout``) instead of a silent hang.
+    (``dim_reduce.timeout``; 0 waits without a bound) instead of a silent hang.
     """
     contribution = Tensor(matrix if rank == 0 else np.zeros_like(matrix))
     result = {}
     worker = threading.Thread(target=lambda: result.update(value=ops.AllReduce()(contribution).asnumpy()),
                               daemon=True)
     worker.start()
-    worker.join(timeout)
+    worker.join(timeout or None)
     if "value" not in result:
         raise RuntimeError(f"For 'DimReduce', the ranks did not all reach the PCA matrix all-reduce within "
                            f"'dim_reduce.timeout' = {timeout} s: another rank failed or is still computing its "
