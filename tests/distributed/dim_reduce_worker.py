@@ -9,15 +9,14 @@ import sys
 import time
 
 import numpy as np
-import mindspore as ms
-from mindspore.communication import get_group_size, get_rank, init
+from mindspore.communication import get_group_size
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from boost_cells import BoostTrainOneStepCell  # noqa: E402
 from boost_cells.updates.dim_reduce import share_from_rank0  # noqa: E402
 from tests.distributed.worker import train, weights  # noqa: E402
-from tests.helpers import linear_setup  # noqa: E402
+from tests.helpers import init_data_parallel, linear_setup  # noqa: E402
 
 STEPS = 4
 N_COMPONENTS = 4
@@ -54,10 +53,7 @@ def scenario_timeout(rank, size, ckpt_dir):
 
 def main():
     out_dir, ckpt_dir = sys.argv[1], sys.argv[2]
-    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-    init()
-    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
-    rank, size = get_rank(), get_group_size()
+    rank, size = init_data_parallel(), get_group_size()
     for name in ("train", "timeout"):
         result = globals()["scenario_" + name](rank, size, ckpt_dir)
         np.savez(os.path.join(out_dir, f"{name}_rank{rank}.npz"), **result)
