@@ -7,15 +7,15 @@ from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning
 from .diagnostics import OverflowReportCallback, locate_overflow
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, NPUFloatStatusCheck
-from .updates import AdaSum, GradientAccumulation
+from .updates import AdaSum, DimReduce, GradientAccumulation
 from .transforms import (CommonHeadLastFN, FreezeOpt, GradientFreeze, LessBN, OptimizerProcess, ParameterProcess,
                          freeze_cell)
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 from .multi_optimizer import MultiOptimizerTrainOneStepCell
 
 __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostTrainOneStepCell",
-           "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DynamicLossScaleUpdate", "FiniteCheck",
-           "FreezeOpt", "GradientAccumulation", "GradientFreeze", "GroupLossScaleManager", "LessBN",
+           "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DimReduce", "DynamicLossScaleUpdate",
+           "FiniteCheck", "FreezeOpt", "GradientAccumulation", "GradientFreeze", "GroupLossScaleManager", "LessBN",
            "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck", "OptimizerProcess", "OverflowReportCallback",
            "ParameterProcess", "build_train_network", "freeze_cell", "locate_overflow"]
 

@@ -53,7 +53,10 @@ class AutoBoost:
         (``less_bn.fn_flag``: feature-normalised head), and a rebuilt optimizer over its parameters, split for
         gradient fusion at ``common.gradient_split_groups``, with gradient centralization if ``less_bn.gc_flag``.
         Then, with ``grad_freeze``, the optimizer becomes a ``FreezeOpt`` over the (transformed) network's groups,
-        as the reference's ``freeze_generate``. Gradient accumulation and AdaSum live in the train cells."""
+        as the reference's ``freeze_generate``. Gradient accumulation, AdaSum and DimReduce live in the train cells.
+        With DimReduce (which switches every other feature off) the reference swaps in ``SGD(lr=1)`` because its
+        DimReduce steps through the optimizer; ours writes its update itself, so the optimizer comes back unchanged
+        and only names the weights to train (its learning rate and state are not used)."""
         network, optimizer = apply_less_bn(network, optimizer, self.config)
         return network, freeze_optimizer(self.config, network, optimizer)
 

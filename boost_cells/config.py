@@ -18,7 +18,7 @@ import sys
 import warnings
 from types import MappingProxyType
 
-__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "IMPLEMENTED_FEATURES"]
+__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -35,9 +35,6 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 # Largest loss scale: 1/scale must stay a normal float32 (beyond ~1e38 it flushes to zero and every gradient
 # becomes 0), and scale * factor must stay finite.
 MAX_LOSS_SCALE = 2.0 ** 64
-
-# Features whose algorithms exist in this package; a config that switches on any other one is refused.
-IMPLEMENTED_FEATURES = frozenset({"grad_accumulation", "adasum", "less_bn", "grad_freeze", "loss_scale_group"})
 
 
 class BoostConfigWarning(UserWarning):
@@ -113,7 +110,7 @@ SCHEMA = MappingProxyType({
     "grad_accumulation": {"grad_accumulation_step": _int(1, 1)},
     "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
                    "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),
-                   "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0)},
+                   "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0), "seed": _int(0, 0)},
     "loss_scale": {"type": _choice("dynamic", "dynamic", "static"), "init": _scale(2.0 ** 16),
                    "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
                    "window": _int(2000, 1), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
@@ -207,7 +204,7 @@ class BoostConfig:
 
     Raises:
         ValueError: unknown level, mode or key, wrong type or range (the message names the key path and what is
-            allowed), or a feature that boost_cells does not implement yet.
+            allowed).
 
     Warns:
         BoostConfigWarning: a switch that a non-manual mode ignores, 'dim_reduce' switching other features off,
@@ -223,12 +220,6 @@ class BoostConfig:
             _fail("level", "one of 'O0', 'O1', 'O2'", level)
         sections = {name: _validate_section(name, raw.get(name, {})) for name in SCHEMA}
         features = _resolve_features(level, sections["boost"], raw.get("boost", {}))
-        for name in FEATURES:
-            if features[name] and name not in IMPLEMENTED_FEATURES:
-                raise ValueError(
-                    f"For 'BoostConfig', feature '{name}' is switched on (level '{level}', mode "
-                    f"'{sections['boost']['mode']}') but boost_cells does not implement it yet; implemented "
-                    f"features are {sorted(IMPLEMENTED_FEATURES)}. Use mode 'manual' with '{name}': false.")
         step = _accumulation_step(raw, sections)
         if features["grad_accumulation"] and step == 1:
             _warn("'grad_accumulation' is on with 'grad_accumulation_step' 1: one micro-step per update, the same as "

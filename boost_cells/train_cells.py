@@ -20,7 +20,7 @@ from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
 from .transforms import apply_less_bn
 from .transforms.freeze import FreezeOpt, FreezeSchedule, freeze_optimizer, unfrozen
-from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation
+from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
            "make_loss_scale", "make_update_strategy"]
@@ -30,8 +30,11 @@ def _resolve_config(boost_config):
     return latest_config() if boost_config is None else BoostConfig.coerce(boost_config)
 
 
-def make_update_strategy(config, optimizer, info):
-    """The update strategy a config asks for: AdaSum or a plain reduced step, under accumulation if enabled."""
+def make_update_strategy(config, optimizer, info, network=None):
+    """The update strategy a config asks for: DimReduce (which re-runs ``network``, the network with loss), AdaSum
+    or a plain reduced step, under accumulation if enabled."""
+    if config.enabled("dim_reduce"):
+        return make_dim_reduce(config.section("dim_reduce"), network, optimizer, info)
     if config.enabled("adasum"):
         apply = AdaSumUpdate(optimizer, info, config.section("common")["device_number"])
     else:
@@ -117,7 +120,8 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
         self.sens = 1.0 if sens is None else sens
         self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
         self.parallel = parallel_info()
-        self.update = make_update_strategy(self.boost_config, unfrozen(optimizer), self.parallel)
+        self.update = make_update_strategy(self.boost_config, unfrozen(optimizer), self.parallel, network)
+        self.update_takes_inputs = getattr(self.update, "takes_inputs", False)
         self.freeze = FreezeSchedule(optimizer) if isinstance(optimizer, FreezeOpt) else None
         if not self._reports_overflow and self.boost_config.section("diagnostics")["overflow_report"] is not None:
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
@@ -139,11 +143,17 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
             return super().__call__(*inputs)
         return self.freeze.run(self, super().__call__, self._suffix_step, *inputs)
 
+    def _update(self, loss, grads, inputs):
+        """The update strategy's step; a strategy with ``takes_inputs`` (DimReduce) also gets the step's inputs."""
+        if self.update_takes_inputs:
+            return self.update(loss, grads, *inputs)
+        return self.update(loss, grads)
+
     def construct(self, *inputs):
         loss = self.network(*inputs)
         sens = ops.fill(loss.dtype, loss.shape, self.sens)
         grads = self.grad(self.network, self.weights)(*inputs, sens)
-        return self.update(loss, grads)
+        return self._update(loss, grads, inputs)
 
 
 class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
@@ -225,7 +235,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         loss, grads, overflow = self.scaled_gradients(self.loss_scale.value(), inputs)
         overflow, new_scale = self.loss_scale(overflow, grads)
         if not overflow:
-            self.update(loss, grads)
+            self._update(loss, grads, inputs)
         return loss, overflow, new_scale
 
 

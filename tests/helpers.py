@@ -264,3 +264,49 @@ def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, *
         else:
             config[name] = section
     return config
+
+
+def numpy_mse_loss(w, b, x, y):
+    """mean((x w^T + b - y)^2) over all elements."""
+    return float(np.mean((x @ w.T + b - y) ** 2))
+
+
+class NumpyDimReduce:
+    """DimReduce in float64 on flat weight vectors (see boost_cells.updates.dim_reduce): BFGS in the PCA
+    subspace, the line search over rho^0, rho^1, momentum on the residual gradient."""
+
+    def __init__(self, pca, rho=0.55, gamma=0.9, alpha=0.001, sigma=0.4, eps=1e-20):
+        self.pca = np.asarray(pca, np.float64)
+        k, n = self.pca.shape
+        self.rho, self.gamma, self.alpha, self.sigma, self.eps = rho, gamma, alpha, sigma, eps
+        self.bk, self.gk_last, self.sk, self.has_last = np.eye(k), np.zeros(k), np.zeros(k), False
+        self.momentum = np.zeros(n)
+        self.steps = []
+
+    def bfgs(self, gk):
+        """B updated with (s, y = gk - g_last) if a step was accepted before and y.s > eps, else B."""
+        y = gk - self.gk_last
+        ys = float(y @ self.sk)
+        if not self.has_last or ys <= self.eps:
+            return self.bk
+        left = np.eye(len(gk)) - np.outer(self.sk, y) / ys
+        return left @ self.bk @ left.T + np.outer(self.sk, self.sk) / ys
+
+    def line_search(self, loss_fn, w, old_loss, gk, dk):
+        """The first of 1, rho with loss(w + step P^T d) < old + sigma step g.d, else 0."""
+        for step in (1.0, self.rho):
+            if loss_fn(w + step * self.pca.T @ dk) < old_loss + self.sigma * step * float(gk @ dk):
+                return step
+        return 0.0
+
+    def step(self, loss_fn, w, g):
+        """New flat weights after one step from ``w`` with gradient ``g``; ``loss_fn(flat w) -> loss``."""
+        gk = self.pca @ g
+        bk = self.bfgs(gk)
+        dk = -bk @ gk
+        step = self.line_search(loss_fn, w, loss_fn(w), gk, dk)
+        self.steps.append(step)
+        if step:
+            self.bk, self.gk_last, self.sk, self.has_last = bk, gk, step * dk, True
+        self.momentum = self.gamma * self.momentum + g - self.pca.T @ gk
+        return w - (self.alpha * self.momentum - step * self.pca.T @ dk)

@@ -2,10 +2,14 @@
 
 Contract shared by every strategy: a Cell ``construct(loss, grads) -> loss``, given this rank's unscaled,
 finite gradients; it owns their cross-rank reduction (so accumulation can reduce once per cycle and AdaSum can
-replace the mean), applies the update, and returns ``loss`` made to depend on it.
+replace the mean), applies the update, and returns ``loss`` made to depend on it. A strategy that must re-run the
+network (DimReduce's line search) sets the class attribute ``takes_inputs = True``; the train cells then call it
+as ``construct(loss, grads, *inputs)`` with the step's inputs, and the others keep the two-argument form.
 """
 from .accumulation import GradientAccumulation
 from .adasum import AdaSum, AdaSumUpdate, adasum_groups
 from .apply import ApplyGradients
+from .dim_reduce import DimReduce, make_dim_reduce
 
-__all__ = ["AdaSum", "AdaSumUpdate", "ApplyGradients", "GradientAccumulation", "adasum_groups"]
+__all__ = ["AdaSum", "AdaSumUpdate", "ApplyGradients", "DimReduce", "GradientAccumulation", "adasum_groups",
+           "make_dim_reduce"]
