@@ -6,7 +6,7 @@ validated JSON boost config, stand-alone or data-parallel.
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning
 from .diagnostics import OverflowReportCallback, locate_overflow
-from .scaling import DynamicLossScaleUpdate, FiniteCheck, NPUFloatStatusCheck
+from .scaling import DynamicLossScaleUpdate, FiniteCheck, Log2LossScaleUpdate, NPUFloatStatusCheck
 from .updates import AdaSum, GradientAccumulation
 from .transforms import CommonHeadLastFN, LessBN, OptimizerProcess, ParameterProcess
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
@@ -14,7 +14,8 @@ from .multi_optimizer import MultiOptimizerTrainOneStepCell
 
 __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostTrainOneStepCell",
            "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DynamicLossScaleUpdate", "FiniteCheck",
-           "GradientAccumulation", "LessBN", "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck",
-           "OptimizerProcess", "OverflowReportCallback", "ParameterProcess", "build_train_network", "locate_overflow"]
+           "GradientAccumulation", "LessBN", "Log2LossScaleUpdate", "MultiOptimizerTrainOneStepCell",
+           "NPUFloatStatusCheck", "OptimizerProcess", "OverflowReportCallback", "ParameterProcess",
+           "build_train_network", "locate_overflow"]
 
 __version__ = "0.1.0"
