@@ -5,14 +5,14 @@ validated JSON boost config, stand-alone or data-parallel.
 """
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning
-from .diagnostics import OverflowReportCallback, locate_overflow
+from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, Log2LossScaleUpdate, NPUFloatStatusCheck
 from .updates import AdaSum, GradientAccumulation
 from .transforms import CommonHeadLastFN, LessBN, OptimizerProcess, ParameterProcess
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 from .multi_optimizer import MultiOptimizerTrainOneStepCell
 
-__all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostTrainOneStepCell",
+__all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostMonitor", "BoostTrainOneStepCell",
            "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DynamicLossScaleUpdate", "FiniteCheck",
            "GradientAccumulation", "LessBN", "Log2LossScaleUpdate", "MultiOptimizerTrainOneStepCell",
            "NPUFloatStatusCheck", "OptimizerProcess", "OverflowReportCallback", "ParameterProcess",

@@ -1,0 +1,177 @@
+"""BoostMonitor (hand-written loop and Model.train callback) and its plot, on tiny linear networks."""
+import json
+import math
+import subprocess
+import sys
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Parameter, Tensor, nn
+from mindspore.train import Model
+
+from boost_cells import (BoostMonitor, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
+                         DynamicLossScaleUpdate)
+from boost_cells.diagnostics import plot, read_run
+from tests.helpers import accumulation, batch, linear_setup
+from tests.launch import ROOT
+
+X, Y = batch()
+BAD = X.copy()
+BAD[2, 1] = np.inf
+PLANTED = {3, 6, 7}  # 1-based steps fed a non-finite input
+
+
+def scaled_cell(config=None, lr=0.1):
+    _, net_with_loss, opt = linear_setup("momentum", lr=lr)
+    return BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, DynamicLossScaleUpdate(2.0 ** 8, window=2),
+                                              boost_config=config)
+
+
+def run(cell, monitor, steps):
+    """Train ``steps`` steps (planted overflows included) and return the cell's outputs as floats per step."""
+    seen = []
+    for step in range(1, steps + 1):
+        out = cell(Tensor(BAD if step in PLANTED else X), Tensor(Y))
+        monitor.record(out, len(X))
+        seen.append([float(t.asnumpy()) for t in (out if isinstance(out, tuple) else (out,))])
+    return seen
+
+
+def test_hand_written_loop_reports_every_interval(mode, tmp_path):
+    lines = []
+    cell = scaled_cell()
+    monitor = BoostMonitor(4, tmp_path / "run.jsonl", cell, print_fn=lines.append)
+    seen = run(cell, monitor, 10)
+    monitor.close()
+    records = read_run(tmp_path / "run.jsonl")
+    assert [r["step"] for r in records] == [4, 8, 10] and [r["steps"] for r in records] == [4, 4, 2]
+    assert len(lines) == 3 and lines[1].startswith("step 8  loss ")
+    for record, chunk in zip(records, (seen[0:4], seen[4:8], seen[8:10])):
+        assert record["loss"] == pytest.approx(np.mean([s[0] for s in chunk]), rel=1e-6)
+        assert record["loss_scale"] == chunk[-1][2]
+        assert record["loss_scale_log2"] == pytest.approx(math.log2(chunk[-1][2]))
+        assert record["overflows"] == sum(s[1] for s in chunk) == record["skipped"]
+        assert record["overflow_rate"] == record["overflows"] / record["steps"]
+        assert record["updates"] == record["steps"] - record["overflows"]  # Momentum counts its real updates
+        assert record["lr"] == pytest.approx(0.1) and record["samples_per_s"] > 0
+    assert [s for r in records for s in r["overflow_steps"]] == sorted(PLANTED)
+    assert "overflows 2/4 (50.0%)" in lines[1] and "lr 0.1" in lines[1] and "samples/s" in lines[1]
+    # The scale the cell holds is what the last record says.
+    assert records[-1]["loss_scale"] == float(cell.scale_sense.asnumpy())
+
+
+def test_a_step_reads_nothing_from_the_device(graph_mode, monkeypatch):
+    """record() only keeps the returned tensors; they are read once per interval, not once per step."""
+    cell = scaled_cell()
+    outputs = [cell(Tensor(X), Tensor(Y)) for _ in range(3)]
+    reads = []
+    original = Tensor.asnumpy
+    monkeypatch.setattr(Tensor, "asnumpy", lambda self: reads.append(1) or original(self))
+    monitor = BoostMonitor(3, train_cell=cell, print_fn=None)
+    reads.clear()
+    monitor.record(outputs[0], 8)
+    monitor.record(outputs[1], 8)
+    assert not reads
+    monitor.record(outputs[2], 8)
+    assert reads
+
+
+def test_resumed_run_appends_and_continues_the_step_count(graph_mode, tmp_path):
+    path = tmp_path / "run.jsonl"
+    cell = scaled_cell()
+    with BoostMonitor(2, path, cell, print_fn=None) as monitor:
+        run(cell, monitor, 4)
+    with BoostMonitor(2, path, cell, print_fn=None) as monitor:
+        monitor.record(cell(Tensor(X), Tensor(Y)), 8)
+    assert [r["step"] for r in read_run(path)] == [2, 4, 5]
+
+
+def test_accumulation_micro_step_and_plain_cell(mode):
+    cell = scaled_cell(accumulation(3))
+    lines = []
+    monitor = BoostMonitor(1, train_cell=cell, print_fn=lines.append)
+    records = [monitor.record(cell(Tensor(X), Tensor(Y)), 8) for _ in range(4)]
+    assert [r["accumulation_step"] for r in records] == [1, 2, 0, 1]
+    assert [r["updates"] for r in records] == [0, 0, 1, 0]
+    assert "accumulation step 1" in lines[0]
+    _, net_with_loss, opt = linear_setup()
+    plain = BoostTrainOneStepCell(net_with_loss, opt)
+    monitor = BoostMonitor(1, train_cell=plain, print_fn=lines.append)
+    monitor.record(plain(Tensor(X), Tensor(Y)), 8)
+    assert "scale" not in lines[-1] and "overflows" not in lines[-1]
+
+
+class FrozenStateCell(nn.Cell):
+    """Stands in for a freezing train cell: the state protocol is a Parameter named 'grad_freeze.trained_group'."""
+
+    def __init__(self, cell):
+        super().__init__(auto_prefix=False)
+        self.cell = cell
+        self.optimizer = cell.optimizer
+        self.trained_group = Parameter(Tensor(3, ms.int32), name="grad_freeze.trained_group", requires_grad=False)
+
+    def construct(self, x, y):
+        return self.cell(x, y)
+
+
+def test_freeze_group_is_read_through_the_parameter_protocol(graph_mode):
+    cell = FrozenStateCell(scaled_cell())
+    monitor = BoostMonitor(1, train_cell=cell, print_fn=None)
+    cell.trained_group.set_data(Tensor(5, ms.int32))
+    assert monitor.record(cell(Tensor(X), Tensor(Y)), 8)["freeze_group"] == 5
+
+
+def test_model_train_callback(graph_mode, tmp_path):
+    """Model.train with the train cell as network: outputs, batch size and cell come from the run."""
+    cell = scaled_cell()
+    data = ms.dataset.NumpySlicesDataset({"x": np.tile(X, (3, 1)), "y": np.tile(Y, (3, 1))}, shuffle=False)
+    lines = []
+    monitor = BoostMonitor(2, tmp_path / "model.jsonl", print_fn=lines.append)
+    Model(cell).train(1, data.batch(4), callbacks=[monitor], dataset_sink_mode=False)
+    records = read_run(tmp_path / "model.jsonl")
+    assert [r["step"] for r in records] == [2, 4, 6] and len(lines) == 3
+    assert all(r["loss_scale"] is not None and r["lr"] == pytest.approx(0.1) for r in records)
+    assert records[-1]["loss_scale"] == float(cell.scale_sense.asnumpy())
+    assert sum(r["updates"] for r in records) == 6
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"interval": 0}, ValueError, "'interval' must be an int >= 1, but got 0"),
+    ({"interval": 2.0}, ValueError, "'interval' must be an int >= 1"),
+    ({"train_cell": "cell"}, TypeError, "'train_cell' must be a Cell, but got str"),
+])
+def test_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        BoostMonitor(**kwargs)
+
+
+def test_bad_record_inputs():
+    monitor = BoostMonitor(2, print_fn=None)
+    with pytest.raises(ValueError, match="'batch_size' must be an int >= 1, but got 0"):
+        monitor.record(Tensor(1.0), 0)
+    with pytest.raises(TypeError, match="'outputs' must be the loss Tensor or the tuple"):
+        monitor.record((Tensor(1.0), Tensor(False)), 8)
+
+
+def test_plot_draws_a_png(graph_mode, tmp_path):
+    cell = scaled_cell()
+    with BoostMonitor(2, tmp_path / "run.jsonl", cell, print_fn=None) as monitor:
+        run(cell, monitor, 10)
+    assert plot.main([str(tmp_path / "run.jsonl"), "-o", str(tmp_path / "run.png")]) == 0
+    image = (tmp_path / "run.png").read_bytes()
+    assert image.startswith(b"\x89PNG") and len(image) > 10_000
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, capsys):
+    (tmp_path / "run.jsonl").write_text(json.dumps({"step": 1}) + "\n")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert plot.main([str(tmp_path / "run.jsonl"), "-o", str(tmp_path / "run.png")]) == 2
+    assert "pip install 'boost_cells[plot]'" in capsys.readouterr().err
+    assert not (tmp_path / "run.png").exists()
+
+
+def test_python_dash_m_entry_point(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "boost_cells.plot", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert result.returncode == 0 and "RUN.png" in result.stdout, result.stderr[-2000:]
