@@ -14,6 +14,7 @@ from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import make_grad_reducer, parallel_info
 from .scaling.loss_scale import check_scale_value, policy_from_config, scale_sense_and_policy
 from .scaling.overflow import make_overflow_detector
+from .shared_optimizer import prefix_own_state, share_prefix
 from .transforms import apply_less_bn
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation
 
@@ -108,6 +109,8 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
                              "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
                              "with a 'loss_scale' section in build_train_network).")
+        self.state_prefix = share_prefix(optimizer, self)
+        prefix_own_state(self, self.state_prefix, network, optimizer)
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
@@ -136,6 +139,8 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
 
     Parameters (state, checkpointed):
         scale_sense (float32): the current loss scale.
+        A second train cell on the same optimizer prefixes its own state with ``share1.`` (see
+        ``boost_cells.shared_optimizer``); the network's and the optimizer's names never change.
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: ``(loss, overflow, loss_scale)``: the loss, a bool scalar (identical on every rank), and a copy of
@@ -159,6 +164,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         report_path = overflow_report if overflow_report is not None \
             else self.boost_config.section("diagnostics")["overflow_report"]
         self.overflow_reporter = None if report_path is None else FirstOverflowReporter(report_path)
+        prefix_own_state(self, self.state_prefix, network, optimizer)
 
     def __call__(self, *inputs):
         if self.overflow_reporter is None:
