@@ -50,6 +50,9 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and shuffling (default: 0)")
     parser.add_argument("--mode", choices=("graph", "pynative"), default="graph",
                         help="MindSpore execution mode (default: graph)")
+    parser.add_argument("--amp-level", choices=("O0", "O2"), default="O0",
+                        help="O2 runs the network in float16 (mindspore.amp.auto_mixed_precision), where a loss "
+                             "scale can overflow (default: O0, float32)")
     parser.add_argument("--device-target", default="CPU", help="CPU, GPU or Ascend (default: CPU)")
     parser.add_argument("--monitor", default=None, metavar="PATH",
                         help="write BoostMonitor records (JSON Lines) to PATH, on rank 0; plot them with "
@@ -150,6 +153,8 @@ def train(args, rank, rank_count, log):
     """Build the network and train cell, train for ``args.epochs``; returns the final test accuracy."""
     x_train, x_test, y_train, y_test = load_data()
     net = LeNet()
+    if args.amp_level != "O0":
+        net = ms.amp.auto_mixed_precision(net, args.amp_level)
     net_with_loss = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
     optimizer = nn.Momentum(net.trainable_params(), args.lr, 0.9)
     train_cell = build_train_network(net_with_loss, optimizer, BoostConfig.from_file(args.config))

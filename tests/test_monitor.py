@@ -102,6 +102,25 @@ def test_accumulation_micro_step_and_plain_cell(mode):
     assert "scale" not in lines[-1] and "overflows" not in lines[-1]
 
 
+@pytest.mark.parametrize("schedule", ["list", "cosine", "groups"])
+def test_learning_rate_of_the_last_step(graph_mode, schedule):
+    """A per-step list and a schedule Cell are indexed by the last step's global step; groups give a list."""
+    net, net_with_loss, _ = linear_setup()
+    if schedule == "groups":
+        lr = 0.1
+        params = [{"params": [net.fc.weight], "lr": 0.2}, {"params": [net.fc.bias]}]
+        expected = [[0.2, 0.1]] * 3
+    else:
+        lr = [0.1, 0.05, 0.01, 0.005] if schedule == "list" else nn.CosineDecayLR(0.0, 0.1, 4)
+        params = net.trainable_params()
+        expected = [0.1, 0.05, 0.01] if schedule == "list" else [0.1 * 0.5 * (1 + math.cos(math.pi * i / 4))
+                                                                  for i in range(3)]
+    cell = BoostTrainOneStepCell(net_with_loss, nn.Momentum(params, lr, 0.9))
+    monitor = BoostMonitor(1, train_cell=cell, print_fn=None)
+    got = [monitor.record(cell(Tensor(X), Tensor(Y)), 8)["lr"] for _ in range(3)]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
 class FrozenStateCell(nn.Cell):
     """Stands in for a freezing train cell: the state protocol is a Parameter named 'grad_freeze.trained_group'."""
 
@@ -169,6 +188,20 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, caps
     assert plot.main([str(tmp_path / "run.jsonl"), "-o", str(tmp_path / "run.png")]) == 2
     assert "pip install 'boost_cells[plot]'" in capsys.readouterr().err
     assert not (tmp_path / "run.png").exists()
+
+
+def test_example_writes_a_monitor_log_that_plots(tmp_path):
+    """examples/train.py --monitor, float16 (O2) under the log2 policy, one epoch: the log a user would plot."""
+    log = tmp_path / "run.jsonl"
+    result = subprocess.run([sys.executable, "examples/train.py", "--config", "configs/log2_loss_scale.json",
+                             "--amp-level", "O2", "--epochs", "1", "--monitor", str(log)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    records = read_run(log)
+    assert [r["step"] for r in records] == [10, 20, 30, 40, 44]  # 1437 images, batch 32: 44 steps
+    assert all(r["loss_scale"] > 0 and r["lr"] == pytest.approx(0.05) for r in records)
+    assert sum(r["updates"] + r["skipped"] for r in records) == 44
+    assert plot.main([str(log), "-o", str(tmp_path / "run.png")]) == 0
 
 
 def test_python_dash_m_entry_point(tmp_path):

@@ -27,9 +27,13 @@ def plot_run(records, output, title=None):
     if scaled:
         scale_ax.step([r["step"] for r in scaled], [r["loss_scale"] for r in scaled], where="post",
                       color="tab:green", label="loss scale (end of interval)")
-        overflow_steps = [s for r in scaled for s in r["overflow_steps"]]
-        # An overflow marker sits at the scale of the interval it falls in.
-        at_scale = [next(r["loss_scale"] for r in scaled if r["step"] >= s) for s in overflow_steps]
+        # A record holds the scale after its interval, the scale the next interval's steps start from, so the
+        # line steps forward from it, and an overflow marker sits on the scale its interval started from.
+        overflow_steps, at_scale, start_scale = [], [], scaled[0]["loss_scale"]
+        for record in scaled:
+            overflow_steps += record["overflow_steps"]
+            at_scale += [start_scale] * len(record["overflow_steps"])
+            start_scale = record["loss_scale"]
         scale_ax.plot(overflow_steps, at_scale, "v", color="tab:red", markersize=6,
                       label=f"overflow ({len(overflow_steps)} steps)")
         scale_ax.set_yscale("log", base=2)
