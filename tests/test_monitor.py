@@ -8,7 +8,8 @@ import mindspore as ms
 import numpy as np
 import pytest
 from mindspore import Parameter, Tensor, nn
-from mindspore.train import Model
+from mindspore.train import Model, RunContext
+from mindspore.train.callback import _InternalCallbackParam
 
 from boost_cells import (BoostMonitor, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
                          DynamicLossScaleUpdate)
@@ -153,6 +154,14 @@ def test_model_train_callback(graph_mode, tmp_path):
     assert all(r["loss_scale"] is not None and r["lr"] == pytest.approx(0.1) for r in records)
     assert records[-1]["loss_scale"] == float(cell.scale_sense.asnumpy())
     assert sum(r["updates"] for r in records) == 6
+
+
+def test_sink_mode_is_refused():
+    """Sink mode exists on GPU/Ascend only (CPU falls back), so the run context is built by hand here."""
+    params = RunContext(_InternalCallbackParam())
+    params.original_args().dataset_sink_mode = True
+    with pytest.raises(ValueError, match="'dataset_sink_mode' must be False, but got True"):
+        BoostMonitor(print_fn=None).on_train_begin(params)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [

@@ -198,8 +198,18 @@ class BoostMonitor(Callback):
         self.close()
 
     def on_train_begin(self, run_context):
-        """Take the train network from the run and start the clock."""
-        self.bind(run_context.original_args().train_network)
+        """Take the train network from the run and start the clock.
+
+        Raises:
+            ValueError: the run sinks the dataset (GPU/Ascend ``dataset_sink_mode=True``): a sink returns only its
+                last step's outputs, so the overflows of the other steps could not be counted.
+        """
+        params = run_context.original_args()
+        if getattr(params, "dataset_sink_mode", False):
+            raise ValueError("For 'BoostMonitor', 'dataset_sink_mode' must be False, but got True: a sink returns "
+                             "only its last step's outputs, so the other steps' losses and overflows cannot be "
+                             "counted. Call Model.train(..., dataset_sink_mode=False).")
+        self.bind(params.train_network)
         self._started = time.perf_counter()
 
     def on_train_step_end(self, run_context):
