@@ -93,7 +93,7 @@ def test_accumulation_micro_step_and_plain_cell(mode):
     lines = []
     monitor = BoostMonitor(1, train_cell=cell, print_fn=lines.append)
     records = [monitor.record(cell(Tensor(X), Tensor(Y)), 8) for _ in range(4)]
-    assert [r["accumulation_step"] for r in records] == [1, 2, 0, 1]
+    assert [r["features"] for r in records] == [{"accumulation_step": k} for k in (1, 2, 0, 1)]
     assert [r["updates"] for r in records] == [0, 0, 1, 0]
     assert "accumulation step 1" in lines[0]
     _, net_with_loss, opt = linear_setup()
@@ -122,24 +122,38 @@ def test_learning_rate_of_the_last_step(graph_mode, schedule):
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
-class FrozenStateCell(nn.Cell):
-    """Stands in for a freezing train cell: the state protocol is a Parameter named 'grad_freeze.trained_group'."""
+class GroupSchedule(nn.Cell):
+    """Stands in for the freezing part (not on this branch): host state reported through ``monitor_state()``."""
+
+    def __init__(self):
+        super().__init__()
+        self.position = Parameter(Tensor(0, ms.int32), name="grad_freeze.position", requires_grad=False)
+        self.strategy = (4, 3, 5)
+
+    def monitor_state(self):
+        return {"freeze_group": self.strategy[int(self.position.asnumpy())]}
+
+
+class FreezingCell(nn.Cell):
+    """A train cell composed of a step and a schedule part, as a freezing train cell is."""
 
     def __init__(self, cell):
         super().__init__(auto_prefix=False)
         self.cell = cell
         self.optimizer = cell.optimizer
-        self.trained_group = Parameter(Tensor(3, ms.int32), name="grad_freeze.trained_group", requires_grad=False)
+        self.freeze = GroupSchedule()
 
     def construct(self, x, y):
         return self.cell(x, y)
 
 
-def test_freeze_group_is_read_through_the_parameter_protocol(graph_mode):
-    cell = FrozenStateCell(scaled_cell())
-    monitor = BoostMonitor(1, train_cell=cell, print_fn=None)
-    cell.trained_group.set_data(Tensor(5, ms.int32))
-    assert monitor.record(cell(Tensor(X), Tensor(Y)), 8)["freeze_group"] == 5
+def test_feature_state_comes_from_parts_with_monitor_state(graph_mode):
+    cell = FreezingCell(scaled_cell(accumulation(2)))
+    lines = []
+    monitor = BoostMonitor(1, train_cell=cell, print_fn=lines.append)
+    cell.freeze.position.set_data(Tensor(2, ms.int32))
+    assert monitor.record(cell(Tensor(X), Tensor(Y)), 8)["features"] == {"accumulation_step": 1, "freeze_group": 5}
+    assert lines[-1].endswith("accumulation step 1  freeze group 5")
 
 
 def test_model_train_callback(graph_mode, tmp_path):

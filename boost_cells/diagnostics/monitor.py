@@ -17,28 +17,16 @@ import numpy as np
 from mindspore import Tensor, nn
 from mindspore.train import Callback
 
-__all__ = ["BoostMonitor", "MONITORED_STATE", "read_run"]
-
-# Feature state the monitor reports, found by Parameter name in the train cell (a cell sharing an optimizer may
-# prefix its state, so the name's end is matched). A part that wants its state reported names a scalar int
-# Parameter so: the accumulation micro-steps done in the current cycle, and the index of the first layer group
-# that the current step trains under gradient freezing.
-MONITORED_STATE = {"accumulation_step": "grad_accumulation.accumulation_step",
-                   "freeze_group": "grad_freeze.trained_group"}
+__all__ = ["BoostMonitor", "format_record", "read_run"]
 
 
 def _scalar(tensor):
     return float(tensor.asnumpy().reshape(-1)[0])
 
 
-def _find_state(cell):
-    """{report key: Parameter} for the MONITORED_STATE Parameters ``cell`` holds."""
-    found = {}
-    for param in cell.get_parameters():
-        for key, name in MONITORED_STATE.items():
-            if param.name == name or param.name.endswith("." + name):
-                found[key] = param
-    return found
+def _state_parts(cell):
+    """The sub-cells of ``cell`` (itself included) that report feature state: those with ``monitor_state()``."""
+    return [part for _, part in cell.cells_and_names() if callable(getattr(part, "monitor_state", None))]
 
 
 def _learning_rate(optimizer):
@@ -74,7 +62,10 @@ class BoostMonitor(Callback):
         lr (float, list or None): learning rate of the last step (a list with per-group rates);
         samples_per_s (float): samples of the interval over its wall time (the first interval includes
             compilation);
-        accumulation_step, freeze_group (int, only when the cell has them): see ``MONITORED_STATE``.
+        features (dict): feature state, merged from every part of the cell that has a ``monitor_state()``
+            method (the protocol: a host-side method returning ``{name: number}``, called once per interval),
+            e.g. ``{"accumulation_step": 2}`` (micro-steps done in the current cycle) or ``{"freeze_group": 3}``
+            (the first layer group the next step trains); empty when no feature reports.
 
     The printed line shows the same numbers. The outputs a cell returns are its loss or ``(loss, overflow,
     loss_scale)``; outputs of ``nn.TrainOneStepWithLossScaleCell`` work alike.
@@ -104,7 +95,7 @@ class BoostMonitor(Callback):
         self._started = time.perf_counter()
         self._cell = None
         self._optimizer = None
-        self._state = {}
+        self._state_parts = []
         self._global_step = None
         if train_cell is not None:
             self.bind(train_cell)
@@ -123,7 +114,7 @@ class BoostMonitor(Callback):
         self._cell = train_cell
         optimizer = getattr(train_cell, "optimizer", None)
         self._optimizer = optimizer if isinstance(optimizer, nn.Optimizer) else None
-        self._state = _find_state(train_cell)
+        self._state_parts = _state_parts(train_cell)
         self._global_step = self._read_global_step()
 
     def _read_global_step(self):
@@ -168,8 +159,10 @@ class BoostMonitor(Callback):
             "updates": None if global_step is None else global_step - self._global_step,
             "lr": None if self._optimizer is None else _learning_rate(self._optimizer),
             "samples_per_s": self._samples / elapsed if elapsed > 0 else None,
+            "features": {},
         }
-        record.update({key: int(_scalar(param)) for key, param in self._state.items()})
+        for part in self._state_parts:
+            record["features"].update(part.monitor_state())
         self._global_step = global_step
         self._pending, self._samples, self._started = [], 0, time.perf_counter()
         self._emit(record)
@@ -236,7 +229,7 @@ def format_record(record):
         parts.append("lr " + ",".join(f"{rate:.4g}" for rate in rates))
     if record["samples_per_s"] is not None:
         parts.append(f"{record['samples_per_s']:.1f} samples/s")
-    parts.extend(f"{key.replace('_', ' ')} {record[key]}" for key in MONITORED_STATE if key in record)
+    parts.extend(f"{key.replace('_', ' ')} {value}" for key, value in record["features"].items())
     return "  ".join(parts)
 
 

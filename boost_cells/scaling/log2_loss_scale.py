@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
-from mindspore.common import dtype as mstype
 
 from ..config import MAX_LOSS_SCALE
 
