@@ -9,7 +9,9 @@ rename every parameter in it (the user's weights included) and a joint checkpoin
 
 So the first live train cell on an optimizer keeps the plain names (checkpoints of single-cell runs load
 unchanged) and every further one prefixes its own state with ``share<n>.``, n = 1, 2, ... in order of
-construction. The network's and the optimizer's Parameters are never renamed.
+construction. The network's and the optimizer's Parameters are never renamed. A cell rebuilt on the same optimizer
+while an earlier one is still referenced counts as a further cell, so drop the earlier one first when the new one
+must load a checkpoint under the plain names.
 """
 import weakref
 
