@@ -93,7 +93,6 @@ class BoostMonitor(Callback):
         self._pending = []
         self._samples = 0
         self._started = time.perf_counter()
-        self._cell = None
         self._optimizer = None
         self._state_parts = []
         self._global_step = None
@@ -111,7 +110,6 @@ class BoostMonitor(Callback):
         """Read the learning rate and feature state from ``train_cell`` (found once, read once per interval)."""
         if not isinstance(train_cell, nn.Cell):
             raise TypeError(f"For 'BoostMonitor', 'train_cell' must be a Cell, but got {type(train_cell).__name__}.")
-        self._cell = train_cell
         optimizer = getattr(train_cell, "optimizer", None)
         self._optimizer = optimizer if isinstance(optimizer, nn.Optimizer) else None
         self._state_parts = _state_parts(train_cell)
