@@ -1,5 +1,6 @@
 """Two train cells on one Adam (StyleGAN2 lazy regularization): main loss every step, a regularization loss every
 2nd step, against a NumPy Adam driven by both losses in the same order."""
+import mindspore as ms
 import numpy as np
 import pytest
 from mindspore import Tensor, nn, ops
@@ -119,8 +120,9 @@ class LazyRegularizationStep(nn.Cell):
         return first, self.reg(ops.depend(x, first[0]), y)
 
 
-def test_a_parent_cell_holding_both_renames_nothing(mode):
-    """Before the fix both cells' 'scale_sense' made MindSpore rename every parameter of the parent cell."""
+def test_a_parent_cell_holding_both_renames_nothing(mode, tmp_path):
+    """Before the fix both cells' 'scale_sense' made MindSpore rename every parameter of the parent cell. One
+    checkpoint of the parent holds each Parameter once, under its own name."""
     net, _, cells = build(True)
     both = LazyRegularizationStep(*cells)
     separate_net, _, separate = build(True)
@@ -132,3 +134,8 @@ def test_a_parent_cell_holding_both_renames_nothing(mode):
     assert {"scale_sense", "share1.scale_sense"} <= {p.name for p in both.get_parameters()}
     for got, want in zip(net.trainable_params(), separate_net.trainable_params()):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-6)
+    ms.save_checkpoint(both, str(tmp_path / "both.ckpt"))
+    saved = ms.load_checkpoint(str(tmp_path / "both.ckpt"))
+    assert {"fc.weight", "moment1.fc.weight", "beta1_power", "scale_sense", "share1.scale_sense",
+            "loss_scale.clean_steps", "share1.loss_scale.clean_steps"} <= set(saved)
+    np.testing.assert_array_equal(saved["share1.scale_sense"].asnumpy(), cells[1].scale_sense.asnumpy())
