@@ -12,6 +12,8 @@ setup(
     extras_require={
         # scikit-learn ships the 8x8 digits data the example trains on, so nothing is downloaded at run time.
         "examples": ["scikit-learn>=1.3"],
-        "test": ["pytest>=7", "scikit-learn>=1.3"],
+        # python -m boost_cells.plot draws BoostMonitor logs; everything else runs without matplotlib.
+        "plot": ["matplotlib>=3.5"],
+        "test": ["pytest>=7", "scikit-learn>=1.3", "matplotlib>=3.5"],
     },
 )

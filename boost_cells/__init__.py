@@ -5,18 +5,18 @@ validated JSON boost config, stand-alone or data-parallel.
 """
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning
-from .diagnostics import OverflowReportCallback, locate_overflow
-from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, NPUFloatStatusCheck
+from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
+from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, Log2LossScaleUpdate, NPUFloatStatusCheck
 from .updates import AdaSum, DimReduce, GradientAccumulation
 from .transforms import (CommonHeadLastFN, FreezeOpt, GradientFreeze, LessBN, OptimizerProcess, ParameterProcess,
                          freeze_cell)
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 from .multi_optimizer import MultiOptimizerTrainOneStepCell
 
-__all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostTrainOneStepCell",
+__all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostMonitor", "BoostTrainOneStepCell",
            "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DimReduce", "DynamicLossScaleUpdate",
            "FiniteCheck", "FreezeOpt", "GradientAccumulation", "GradientFreeze", "GroupLossScaleManager", "LessBN",
-           "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck", "OptimizerProcess", "OverflowReportCallback",
-           "ParameterProcess", "build_train_network", "freeze_cell", "locate_overflow"]
+           "Log2LossScaleUpdate", "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck", "OptimizerProcess",
+           "OverflowReportCallback", "ParameterProcess", "build_train_network", "freeze_cell", "locate_overflow"]
 
 __version__ = "0.1.0"

@@ -88,6 +88,10 @@ def _open_unit(default):
     return _Field(default, lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)")
 
 
+def _log2_step(default):
+    return _Field(default, lambda v: _is_number(v) and 0 < v <= 64, "a number in (0, 64] (a log2 step)")
+
+
 def _choice(default, *choices):
     return _Field(default, lambda v: v in choices, "one of " + ", ".join(repr(c) for c in choices))
 
@@ -111,12 +115,16 @@ SCHEMA = MappingProxyType({
     "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
                    "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),
                    "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0), "seed": _int(0, 0)},
-    "loss_scale": {"type": _choice("dynamic", "dynamic", "static"), "init": _scale(2.0 ** 16),
+    "loss_scale": {"type": _choice("dynamic", "dynamic", "static", "log2"), "init": _scale(2.0 ** 16),
                    "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
                    "window": _int(2000, 1), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
-                   "hysteresis": _int(1, 1)},
+                   "hysteresis": _int(1, 1), "inc": _log2_step(0.0005), "dec": _log2_step(1.0)},
     "diagnostics": {"overflow_report": _optional_path(None)},
 })
+
+# The loss_scale keys that only one policy type reads; setting one of them for another type is an error.
+_LOSS_SCALE_TYPE_KEYS = {"factor": ("dynamic",), "window": ("dynamic",), "hysteresis": ("dynamic",),
+                         "inc": ("log2",), "dec": ("log2",)}
 
 
 def _fail(path, allowed, got):
@@ -226,6 +234,12 @@ class BoostConfig:
                   "no accumulation, so no accumulation buffers are built. Set the step count to k >= 2 to "
                   "accumulate k micro-batches per update.")
         scale = sections["loss_scale"]
+        for key, types in _LOSS_SCALE_TYPE_KEYS.items():
+            if key in raw.get("loss_scale", {}) and scale[key] != SCHEMA["loss_scale"][key].default \
+                    and scale["type"] not in types:
+                _fail(f"loss_scale.{key}", f"left at its default {SCHEMA['loss_scale'][key].default!r} unless "
+                      f"'loss_scale.type' is {' or '.join(repr(t) for t in types)} (type is {scale['type']!r})",
+                      scale[key])
         if "loss_scale" in raw and scale["min_scale"] > scale["max_scale"]:
             _fail("loss_scale.min_scale", f"<= 'loss_scale.max_scale' ({scale['max_scale']})", scale["min_scale"])
         if "loss_scale" in raw and not scale["min_scale"] <= scale["init"] <= scale["max_scale"]:

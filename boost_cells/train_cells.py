@@ -18,6 +18,7 @@ from .distributed import make_grad_reducer, parallel_info
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
+from .shared_optimizer import prefix_own_state, share_prefix
 from .transforms import apply_less_bn
 from .transforms.freeze import FreezeOpt, FreezeSchedule, freeze_optimizer, unfrozen
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
@@ -127,6 +128,8 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
                              "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
                              "with a 'loss_scale' section in build_train_network).")
+        self.state_prefix = share_prefix(optimizer, self)
+        prefix_own_state(self, self.state_prefix, network, optimizer)
 
     def _suffix_step(self, optimizer):
         """This cell's step over ``optimizer``'s parameters only (gradient freezing's frozen steps)."""
@@ -178,6 +181,8 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
     Parameters (state, checkpointed):
         scale_sense (float32): the current loss scale (with a ``GroupLossScaleManager``, a constant 1 Tensor: the
             manager holds the group scales, see ``GroupLossScale``).
+        A second train cell on the same optimizer prefixes its own state with ``share1.`` (see
+        ``boost_cells.shared_optimizer``); the network's and the optimizer's names never change.
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: ``(loss, overflow, loss_scale)``: the loss, a bool scalar (identical on every rank), and a copy of
@@ -205,6 +210,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         report_path = overflow_report if overflow_report is not None \
             else self.boost_config.section("diagnostics")["overflow_report"]
         self.overflow_reporter = None if report_path is None else FirstOverflowReporter(report_path)
+        prefix_own_state(self, self.state_prefix, network, optimizer)
 
     def __call__(self, *inputs):
         if self.overflow_reporter is None:

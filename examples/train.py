@@ -31,7 +31,7 @@ from mindspore.communication import get_group_size, get_rank, init
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from boost_cells import BoostConfig, build_train_network
+from boost_cells import BoostConfig, BoostMonitor, build_train_network
 
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2
@@ -50,12 +50,20 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and shuffling (default: 0)")
     parser.add_argument("--mode", choices=("graph", "pynative"), default="graph",
                         help="MindSpore execution mode (default: graph)")
+    parser.add_argument("--amp-level", choices=("O0", "O2"), default="O0",
+                        help="O2 runs the network in float16 (mindspore.amp.auto_mixed_precision), where a loss "
+                             "scale can overflow (default: O0, float32)")
     parser.add_argument("--device-target", default="CPU", help="CPU, GPU or Ascend (default: CPU)")
+    parser.add_argument("--monitor", default=None, metavar="PATH",
+                        help="write BoostMonitor records (JSON Lines) to PATH, on rank 0; plot them with "
+                             "python -m boost_cells.plot PATH -o RUN.png")
+    parser.add_argument("--monitor-interval", type=int, default=10,
+                        help="steps per monitor record (default: 10)")
     parser.add_argument("--min-accuracy", type=float, default=0.0,
                         help="exit with code 1 if the final test accuracy is below this (default: 0.0)")
     args = parser.parse_args(argv)
-    if args.epochs < 1 or args.batch_size < 1:
-        parser.error("--epochs and --batch-size must be >= 1")
+    if args.epochs < 1 or args.batch_size < 1 or args.monitor_interval < 1:
+        parser.error("--epochs, --batch-size and --monitor-interval must be >= 1")
     return args
 
 
@@ -118,16 +126,19 @@ def accuracy(net, images, labels):
     return float((logits.argmax(axis=1) == labels).mean())
 
 
-def train_epoch(train_cell, batches, x_train, y_train, rank, batch_size):
+def train_epoch(train_cell, batches, x_train, y_train, rank, batch_size, monitor=None):
     """One epoch of steps on this rank's slice of each global batch: ``(mean loss, overflow count, scale)``.
 
     The loss is this rank's (its slice's mean); the overflow flag is the same on every rank. The scale is the
-    loss scale after the last step, or None when the cell has no loss scale.
+    loss scale after the last step, or None when the cell has no loss scale. Each step's outputs go to
+    ``monitor`` (a ``BoostMonitor``) when given.
     """
     losses, overflows, scale = [], 0, None
     for batch in batches:
         rows = batch[rank * batch_size:(rank + 1) * batch_size]
         out = train_cell(Tensor(x_train[rows]), Tensor(y_train[rows]))
+        if monitor is not None:
+            monitor.record(out, len(rows))
         if isinstance(out, tuple):
             loss, overflow, scale_tensor = out
             overflows += int(overflow.asnumpy())
@@ -142,10 +153,15 @@ def train(args, rank, rank_count, log):
     """Build the network and train cell, train for ``args.epochs``; returns the final test accuracy."""
     x_train, x_test, y_train, y_test = load_data()
     net = LeNet()
+    if args.amp_level != "O0":
+        net = ms.amp.auto_mixed_precision(net, args.amp_level)
     net_with_loss = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
     optimizer = nn.Momentum(net.trainable_params(), args.lr, 0.9)
     train_cell = build_train_network(net_with_loss, optimizer, BoostConfig.from_file(args.config))
     train_cell.set_train()
+    monitor = None
+    if args.monitor is not None and rank == 0:
+        monitor = BoostMonitor(args.monitor_interval, args.monitor, train_cell, print_fn=None)
     rng = np.random.default_rng(args.seed)
     global_batch = args.batch_size * rank_count
     log(f"config {args.config}, {type(train_cell).__name__}, {rank_count} rank(s), global batch {global_batch}, "
@@ -156,13 +172,16 @@ def train(args, rank, rank_count, log):
         # ops.assign, not set_data: PyNative keeps using the old value after set_data once a step has run.
         ops.assign(optimizer.learning_rate, Tensor(np.float32(cosine_lr(args.lr, epoch, args.epochs))))
         batches = global_batches(rng, len(x_train), global_batch)
-        loss, overflows, scale = train_epoch(train_cell, batches, x_train, y_train, rank, args.batch_size)
+        loss, overflows, scale = train_epoch(train_cell, batches, x_train, y_train, rank, args.batch_size, monitor)
         net.set_train(False)
         test_accuracy = accuracy(net, x_test, y_test)
         net.set_train(True)
         scale_text = "-" if scale is None else f"{scale:.10g}"
         log(f"epoch {epoch:3d}  loss {loss:.4f}  test acc {test_accuracy:.4f}  overflows {overflows}  "
             f"loss scale {scale_text}  elapsed {time.perf_counter() - start:.1f}s")
+    if monitor is not None:
+        monitor.close()
+        log(f"monitor records appended to {args.monitor}")
     return test_accuracy
 
 

@@ -9,6 +9,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from ..config import MAX_LOSS_SCALE
+from .log2_loss_scale import Log2LossScaleUpdate
 
 __all__ = ["DynamicLossScaleUpdate", "LossScale", "scale_sense_and_policy", "policy_from_config"]
 
@@ -169,5 +170,8 @@ def policy_from_config(section):
     """The update cell for a validated ``"loss_scale"`` config section."""
     if section["type"] == "static":
         return nn.FixedLossScaleUpdateCell(section["init"])
+    if section["type"] == "log2":
+        return Log2LossScaleUpdate(section["init"], section["inc"], section["dec"], section["min_scale"],
+                                   section["max_scale"])
     return DynamicLossScaleUpdate(section["init"], section["factor"], section["window"], section["min_scale"],
                                   section["max_scale"], section["hysteresis"])

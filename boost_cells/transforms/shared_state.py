@@ -7,6 +7,8 @@ would then rename every parameter of the cell on its first call).
 """
 from mindspore import Parameter, ParameterTuple
 
+from ..shared_optimizer import unprefixed
+
 __all__ = ["share_parameters", "positional_map"]
 
 
@@ -38,24 +40,25 @@ def share_parameters(cell, owner, mapping=None, who="share_parameters"):
     """Swap every Parameter held by ``cell`` and its sub-cells for ``owner``'s; returns ``cell``.
 
     A Parameter is swapped for ``mapping[id(p)]`` when given there, else for the owner's Parameter of the same
-    name; Parameters that already are the owner's stay.
+    name, compared without the ``share<n>.`` prefix (which only tells apart live train cells on one optimizer, see
+    ``boost_cells.shared_optimizer``); Parameters that already are the owner's stay.
 
     Raises:
         TypeError: a Parameter of ``cell`` has no counterpart in ``owner`` (state the copy would own alone).
     """
     mapping = dict(mapping or {})
     owned = {id(p): p for _, p in owner.parameters_and_names()}
-    by_name = {p.name: p for p in owned.values()}
+    by_name = {unprefixed(p.name): p for p in owned.values()}
 
     def swap(parameter):
         if id(parameter) in owned:
             return parameter
         if id(parameter) not in mapping:
-            if parameter.name not in by_name:
+            if unprefixed(parameter.name) not in by_name:
                 raise TypeError(f"For '{who}', the state Parameter '{parameter.name}' of a {type(cell).__name__} "
                                 f"has no counterpart in the {type(owner).__name__} whose state it must share; it keeps "
                                 "state that cannot be split by parameter group.")
-            mapping[id(parameter)] = by_name[parameter.name]
+            mapping[id(parameter)] = by_name[unprefixed(parameter.name)]
         return mapping[id(parameter)]
 
     for _, sub in cell.cells_and_names():

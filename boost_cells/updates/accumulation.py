@@ -66,6 +66,10 @@ class GradientAccumulation(nn.Cell):
         self.accumulation_step = Parameter(Tensor(0, mstype.int32), name="grad_accumulation.accumulation_step",
                                            requires_grad=False)
 
+    def monitor_state(self):
+        """For ``BoostMonitor`` (host side, once per report): the micro-steps done in the current cycle."""
+        return {"accumulation_step": int(self.accumulation_step.asnumpy())}
+
     def construct(self, loss, grads):
         added = self.hyper_map(_accumulate, self.grad_sums, grads)
         step = ops.depend(self.accumulation_step + 1, added)

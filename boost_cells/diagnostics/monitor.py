@@ -1,0 +1,237 @@
+"""``BoostMonitor``: what loss scaling, accumulation and freezing are doing while a run trains.
+
+Every ``interval`` steps it reports, as NVIDIA's tflib optimizer does, the mean loss, the loss scale and its log2,
+overflows and skipped steps (count and frequency), the learning rate, samples per second and the state of the
+features that are on, as one printed line and, given a ``path``, one JSON object per line (JSON Lines).
+
+It costs the step nothing on the device: per step it only keeps the tensors the train cell returned; they are read
+once per interval, together with the learning rate and feature-state Parameters, so there is no extra device
+round trip per step and no per-step sync that would stall an asynchronous device queue.
+"""
+import json
+import math
+import os
+import time
+
+import numpy as np
+from mindspore import Tensor, nn
+from mindspore.train import Callback
+
+__all__ = ["BoostMonitor", "format_record", "read_run"]
+
+
+def _scalar(tensor):
+    return float(tensor.asnumpy().reshape(-1)[0])
+
+
+def _state_parts(cell):
+    """The sub-cells of ``cell`` (itself included) that report feature state: those with ``monitor_state()``."""
+    return [part for _, part in cell.cells_and_names() if callable(getattr(part, "monitor_state", None))]
+
+
+def _learning_rate(optimizer):
+    """The learning rate of the optimizer's last step: a float, or a list with one per parameter group."""
+    rates = optimizer.learning_rate if optimizer.is_group_lr else [optimizer.learning_rate]
+    step = max(int(optimizer.global_step.asnumpy().reshape(-1)[0]) - 1, 0)
+    values = []
+    for rate in rates:
+        if isinstance(rate, nn.Cell):  # a schedule or a per-step list, indexed by the global step
+            rate = rate(Tensor(np.array([step], np.int32)))
+        values.append(_scalar(rate))
+    return values if optimizer.is_group_lr else values[0]
+
+
+class BoostMonitor(Callback):
+    """Report loss, loss scale, overflows, learning rate, throughput and feature state every ``interval`` steps.
+
+    Use it as a ``Callback`` of ``Model.train(..., callbacks=[BoostMonitor(...)])`` (the train network and batch
+    size come from the run), or in a hand-written loop: ``monitor.record(cell(x, y), batch_size)`` after each
+    call of the train cell, and ``monitor.close()`` at the end (also a context manager).
+
+    Per interval (a JSON object with these keys):
+        step (int): steps recorded so far, counting the steps of earlier runs appended to the same ``path``;
+        steps (int): steps in this interval; loss (float): their mean loss;
+        loss_scale, loss_scale_log2 (float or None): the scale after the interval's last step (None for a cell
+            without loss scaling);
+        overflows (int), overflow_rate (float): steps whose gradients were not finite, and their share;
+        skipped (int), skip_rate (float): steps that changed no weight. boost_cells' loss-scaled cells skip
+            exactly the overflowing steps (with accumulation: the micro-batch never reaches the buffer);
+        overflow_steps (list of int): the step numbers that overflowed (for plots);
+        updates (int or None): optimizer updates in the interval (the optimizer's ``global_step`` moved by this;
+            fewer than ``steps`` under accumulation or skipping; counts every cell on a shared optimizer);
+        lr (float, list or None): learning rate of the last step (a list with per-group rates);
+        samples_per_s (float): samples of the interval over its wall time (the first interval includes
+            compilation);
+        features (dict): feature state, merged from every part of the cell that has a ``monitor_state()``
+            method (the protocol: a host-side method returning ``{name: number}``, called once per interval),
+            e.g. ``{"accumulation_step": 2}`` (micro-steps done in the current cycle) or ``{"freeze_group": 3}``
+            (the first layer group the next step trains); empty when no feature reports.
+
+    The printed line shows the same numbers. The outputs a cell returns are its loss or ``(loss, overflow,
+    loss_scale)``; outputs of ``nn.TrainOneStepWithLossScaleCell`` work alike.
+
+    Args:
+        interval (int): steps per report, >= 1. path (str or None): JSON Lines file; appended to (and the step
+            count continued) when it exists, so a resumed run extends its log. train_cell (Cell or None): the cell
+            whose optimizer and feature state are read; a Callback takes the run's train network.
+        print_fn (callable or None): called with each line; default ``print``; None prints nothing.
+
+    Raises:
+        ValueError: ``interval`` not an int >= 1, or a ``batch_size`` not an int >= 1 in ``record``.
+        TypeError: ``train_cell`` not a Cell, or outputs that are neither a Tensor nor a tuple of 1 or 3.
+    """
+
+    def __init__(self, interval=100, path=None, train_cell=None, print_fn=print):
+        super().__init__()
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"For 'BoostMonitor', 'interval' must be an int >= 1, but got {interval!r}.")
+        self.interval = interval
+        self.path = None if path is None else os.fspath(path)
+        self.print_fn = print_fn
+        self.step = self._last_logged_step()
+        self._file = None
+        self._pending = []
+        self._samples = 0
+        self._started = time.perf_counter()
+        self._optimizer = None
+        self._state_parts = []
+        self._global_step = None
+        if train_cell is not None:
+            self.bind(train_cell)
+
+    def _last_logged_step(self):
+        if self.path is None or not os.path.isfile(self.path):
+            return 0
+        with open(self.path, encoding="utf-8") as handle:
+            lines = [line for line in handle if line.strip()]
+        return json.loads(lines[-1])["step"] if lines else 0
+
+    def bind(self, train_cell):
+        """Read the learning rate and feature state from ``train_cell`` (found once, read once per interval)."""
+        if not isinstance(train_cell, nn.Cell):
+            raise TypeError(f"For 'BoostMonitor', 'train_cell' must be a Cell, but got {type(train_cell).__name__}.")
+        optimizer = getattr(train_cell, "optimizer", None)
+        self._optimizer = optimizer if isinstance(optimizer, nn.Optimizer) else None
+        self._state_parts = _state_parts(train_cell)
+        self._global_step = self._read_global_step()
+
+    def _read_global_step(self):
+        return None if self._optimizer is None else int(self._optimizer.global_step.asnumpy().reshape(-1)[0])
+
+    def record(self, outputs, batch_size):
+        """Note one step: ``outputs`` as the train cell returned them, ``batch_size`` samples (on this rank).
+
+        Returns the interval's record when this step completes an interval, else None.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"For 'BoostMonitor.record', 'batch_size' must be an int >= 1, but got {batch_size!r}.")
+        if isinstance(outputs, (tuple, list)) and len(outputs) in (1, 3):
+            outputs = tuple(outputs)
+        elif isinstance(outputs, Tensor):
+            outputs = (outputs,)
+        else:
+            raise TypeError("For 'BoostMonitor.record', 'outputs' must be the loss Tensor or the tuple (loss, "
+                            f"overflow, loss_scale) a train cell returns, but got {outputs!r}.")
+        self._pending.append(outputs)
+        self._samples += batch_size
+        return self.report() if len(self._pending) >= self.interval else None
+
+    def report(self):
+        """Report the steps recorded since the last report (nothing when there are none); returns the record."""
+        if not self._pending:
+            return None
+        elapsed = time.perf_counter() - self._started
+        first = self.step + 1
+        self.step += len(self._pending)
+        losses = [_scalar(out[0]) for out in self._pending]
+        flags = [len(out) == 3 and bool(_scalar(out[1])) for out in self._pending]
+        scale = _scalar(self._pending[-1][2]) if len(self._pending[-1]) == 3 else None
+        steps, overflows = len(self._pending), sum(flags)
+        global_step = self._read_global_step()
+        record = {
+            "step": self.step, "steps": steps, "loss": float(np.mean(losses)),
+            "loss_scale": scale, "loss_scale_log2": None if scale is None else math.log2(scale),
+            "overflows": overflows, "overflow_rate": overflows / steps,
+            "skipped": overflows, "skip_rate": overflows / steps,
+            "overflow_steps": [first + i for i, flag in enumerate(flags) if flag],
+            "updates": None if global_step is None else global_step - self._global_step,
+            "lr": None if self._optimizer is None else _learning_rate(self._optimizer),
+            "samples_per_s": self._samples / elapsed if elapsed > 0 else None,
+            "features": {},
+        }
+        for part in self._state_parts:
+            record["features"].update(part.monitor_state())
+        self._global_step = global_step
+        self._pending, self._samples, self._started = [], 0, time.perf_counter()
+        self._emit(record)
+        return record
+
+    def _emit(self, record):
+        if self.print_fn is not None:
+            self.print_fn(format_record(record))
+        if self.path is not None:
+            if self._file is None:
+                self._file = open(self.path, "a", encoding="utf-8")  # pylint: disable=consider-using-with
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+
+    def close(self):
+        """Report a last partial interval and close the log file."""
+        self.report()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def on_train_begin(self, run_context):
+        """Take the train network from the run and start the clock.
+
+        Raises:
+            ValueError: the run sinks the dataset (GPU/Ascend ``dataset_sink_mode=True``): a sink returns only its
+                last step's outputs, so the overflows of the other steps could not be counted.
+        """
+        params = run_context.original_args()
+        if getattr(params, "dataset_sink_mode", False):
+            raise ValueError("For 'BoostMonitor', 'dataset_sink_mode' must be False, but got True: a sink returns "
+                             "only its last step's outputs, so the other steps' losses and overflows cannot be "
+                             "counted. Call Model.train(..., dataset_sink_mode=False).")
+        self.bind(params.train_network)
+        self._started = time.perf_counter()
+
+    def on_train_step_end(self, run_context):
+        """Record the step's outputs, with the dataset's batch size."""
+        params = run_context.original_args()
+        self.record(params.net_outputs, params.train_dataset.get_batch_size())
+
+    def on_train_end(self, run_context):
+        """Report the last partial interval and close the log file."""
+        self.close()
+
+
+def format_record(record):
+    """One line for a person: the interval's numbers, feature state where on."""
+    parts = [f"step {record['step']}", f"loss {record['loss']:.5g}"]
+    if record["loss_scale"] is not None:
+        parts.append(f"scale {record['loss_scale']:.6g} (log2 {record['loss_scale_log2']:.4f})")
+        parts.append(f"overflows {record['overflows']}/{record['steps']} ({100 * record['overflow_rate']:.1f}%)")
+        parts.append(f"skipped {record['skipped']}")
+    if record["updates"] is not None:
+        parts.append(f"updates {record['updates']}")
+    if record["lr"] is not None:
+        rates = record["lr"] if isinstance(record["lr"], list) else [record["lr"]]
+        parts.append("lr " + ",".join(f"{rate:.4g}" for rate in rates))
+    if record["samples_per_s"] is not None:
+        parts.append(f"{record['samples_per_s']:.1f} samples/s")
+    parts.extend(f"{key.replace('_', ' ')} {value}" for key, value in record["features"].items())
+    return "  ".join(parts)
+
+
+def read_run(path):
+    """The records of a JSON Lines run log, in order."""
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
