@@ -7,14 +7,14 @@ import sys
 import mindspore as ms
 import numpy as np
 import pytest
-from mindspore import Parameter, Tensor, nn
+from mindspore import Tensor, nn
 from mindspore.train import Model, RunContext
 from mindspore.train.callback import _InternalCallbackParam
 
 from boost_cells import (BoostMonitor, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
                          DynamicLossScaleUpdate)
 from boost_cells.diagnostics import plot, read_run
-from tests.helpers import accumulation, batch, linear_setup
+from tests.helpers import TanhMLP, accumulation, batch, freeze_config, linear_setup
 from tests.launch import ROOT
 
 X, Y = batch()
@@ -122,38 +122,30 @@ def test_learning_rate_of_the_last_step(graph_mode, schedule):
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
-class GroupSchedule(nn.Cell):
-    """Stands in for the freezing part (not on this branch): host state reported through ``monitor_state()``."""
-
-    def __init__(self):
-        super().__init__()
-        self.position = Parameter(Tensor(0, ms.int32), name="grad_freeze.position", requires_grad=False)
-        self.strategy = (4, 3, 5)
-
-    def monitor_state(self):
-        return {"freeze_group": self.strategy[int(self.position.asnumpy())]}
-
-
-class FreezingCell(nn.Cell):
-    """A train cell composed of a step and a schedule part, as a freezing train cell is."""
-
-    def __init__(self, cell):
-        super().__init__(auto_prefix=False)
-        self.cell = cell
-        self.optimizer = cell.optimizer
-        self.freeze = GroupSchedule()
-
-    def construct(self, x, y):
-        return self.cell(x, y)
-
-
-def test_feature_state_comes_from_parts_with_monitor_state(graph_mode):
-    cell = FreezingCell(scaled_cell(accumulation(2)))
+def test_feature_state_comes_from_the_freezing_and_accumulation_parts(graph_mode):
+    """Under gradient freezing (continuous schedule [0, 0, 1, 2] for 3 groups at freeze_p 0.5) the monitor reports
+    the group the next step trains from, read from the freezing part's ``monitor_state()``, and the learning rate
+    and updates of the optimizer behind the FreezeOpt."""
+    net = TanhMLP()
+    cell = BoostTrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()),
+                                              nn.Momentum(net.trainable_params(), 0.1, 0.9), Tensor(8.0),
+                                              boost_config=freeze_config(param_groups=3, freeze_type=0,
+                                                                         freeze_p=0.5, total_steps=10))
     lines = []
     monitor = BoostMonitor(1, train_cell=cell, print_fn=lines.append)
-    cell.freeze.position.set_data(Tensor(2, ms.int32))
-    assert monitor.record(cell(Tensor(X), Tensor(Y)), 8)["features"] == {"accumulation_step": 1, "freeze_group": 5}
-    assert lines[-1].endswith("accumulation step 1  freeze group 5")
+    x, y = (Tensor(a) for a in batch())
+    records = [monitor.record(cell(x, y), 8) for _ in range(4)]
+    assert [r["features"]["freeze_group"] for r in records] == [0, 1, 2, 0]
+    assert all(r["lr"] == pytest.approx(0.1) and r["updates"] == 1 for r in records)
+    assert lines[-1].endswith("freeze group 0")
+
+
+def test_feature_state_of_accumulation(graph_mode):
+    cell = scaled_cell(accumulation(2))
+    lines = []
+    monitor = BoostMonitor(1, train_cell=cell, print_fn=lines.append)
+    assert monitor.record(cell(Tensor(X), Tensor(Y)), 8)["features"] == {"accumulation_step": 1}
+    assert lines[-1].endswith("accumulation step 1")
 
 
 def test_model_train_callback(graph_mode, tmp_path):

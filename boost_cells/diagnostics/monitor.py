@@ -111,7 +111,9 @@ class BoostMonitor(Callback):
         if not isinstance(train_cell, nn.Cell):
             raise TypeError(f"For 'BoostMonitor', 'train_cell' must be a Cell, but got {type(train_cell).__name__}.")
         optimizer = getattr(train_cell, "optimizer", None)
-        self._optimizer = optimizer if isinstance(optimizer, nn.Optimizer) else None
+        while optimizer is not None and not isinstance(optimizer, nn.Optimizer):
+            optimizer = getattr(optimizer, "optimizer", None)  # a wrapper (FreezeOpt) holds the real one
+        self._optimizer = optimizer
         self._state_parts = _state_parts(train_cell)
         self._global_step = self._read_global_step()
 

@@ -307,6 +307,10 @@ class FreezeSchedule(nn.Cell):
         may cache the outputs of that prefix, since its weights no longer change."""
         return self.floors[int(self.position.asnumpy())]
 
+    def monitor_state(self):
+        """Feature state for ``BoostMonitor``: the group the next step trains from."""
+        return {"freeze_group": self.current_index()}
+
     def _updates(self):
         return int(self.global_step.asnumpy().reshape(-1)[0])
 
