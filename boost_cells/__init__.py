@@ -6,6 +6,7 @@ validated JSON boost config, stand-alone or data-parallel.
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning
 from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
+from .model import Model
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, Log2LossScaleUpdate, NPUFloatStatusCheck
 from .updates import AdaSum, DimReduce, GradientAccumulation
 from .transforms import (CommonHeadLastFN, FreezeOpt, GradientFreeze, LessBN, OptimizerProcess, ParameterProcess,
@@ -16,7 +17,7 @@ from .multi_optimizer import MultiOptimizerTrainOneStepCell
 __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostMonitor", "BoostTrainOneStepCell",
            "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DimReduce", "DynamicLossScaleUpdate",
            "FiniteCheck", "FreezeOpt", "GradientAccumulation", "GradientFreeze", "GroupLossScaleManager", "LessBN",
-           "Log2LossScaleUpdate", "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck", "OptimizerProcess",
+           "Log2LossScaleUpdate", "Model", "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck", "OptimizerProcess",
            "OverflowReportCallback", "ParameterProcess", "build_train_network", "freeze_cell", "locate_overflow"]
 
 __version__ = "0.1.0"

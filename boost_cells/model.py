@@ -1,0 +1,105 @@
+"""``boost_cells.Model``: ``mindspore.train.Model`` whose boost level builds boost_cells' train network.
+
+MindSpore's ``Model`` hard-wires ``mindspore.boost``, and it applies a boost level only when metrics or an eval
+network are given: otherwise it silently trains plain O0 (and reports the loss as None). This ``Model`` keeps the
+same signature and everything else of ``mindspore.train.Model`` (callbacks, ``eval``, ``predict``, checkpoints)
+and overrides only the two builders: the boost config resolves through ``AutoBoost`` (so its
+``network_auto_process_train/eval`` transform the network and optimizer), and the train cell comes from
+``build_train_network``, after ``amp_level``'s mixed-precision cast and loss wrapper as ``mindspore.amp`` does them.
+A level that cannot be applied (no optimizer) is an error, never a silent O0.
+"""
+from mindspore import nn
+from mindspore.train import Model as _MindSporeModel
+from mindspore.train import amp as _amp
+from mindspore.train.model import _merge_inputs, _process_loss_inputs, _set_with_processed_inputs
+
+from .auto_boost import AutoBoost
+from .train_cells import BoostTrainOneStepCell, build_train_network
+
+__all__ = ["Model", "build_amp_train_network"]
+
+
+def build_amp_train_network(network, optimizer, loss_fn, amp_level, boost_config, **amp_kwargs):
+    """``mindspore.amp.build_train_network`` with boost_cells' train cell.
+
+    ``amp_level`` ("O0", "O1", "O2", "O3", "auto") casts the network and picks the loss wrapper and the default
+    loss-scale manager exactly as MindSpore does (O2's default is a ``DynamicLossScaleManager``, which runs on CPU
+    here); ``amp_kwargs`` (``cast_model_type``, ``keep_batchnorm_fp32``, ``loss_scale_manager``) override the level.
+    A manager with an update cell gives a ``BoostTrainOneStepWithLossScaleCell``; a
+    ``FixedLossScaleManager(drop_overflow_update=False)`` gives a ``BoostTrainOneStepCell`` with ``sens`` = its
+    scale, as ``nn.TrainOneStepCell`` gets it (the optimizer's own ``loss_scale`` divides it out).
+
+    Raises:
+        ValueError, TypeError: as ``mindspore.amp.build_train_network`` for a bad level or keyword; as
+            ``BoostConfig`` for a bad config.
+    """
+    _amp._check_kwargs(amp_kwargs)  # pylint: disable=protected-access
+    level, _ = _amp._check_level(amp_level, "O0")  # pylint: disable=protected-access
+    settings = dict(_amp._config_level[level], **amp_kwargs)  # pylint: disable=protected-access
+    network = _amp._auto_mixed_precision_process(network, settings, level)  # pylint: disable=protected-access
+    if loss_fn:
+        network = _amp._add_loss_network(network, loss_fn, settings["cast_model_type"])  # pylint: disable=protected-access
+    manager = settings["loss_scale_manager"]
+    if manager is not None and manager.get_update_cell() is None:
+        cell = BoostTrainOneStepCell(network, optimizer, sens=manager.get_loss_scale(), boost_config=boost_config)
+    else:
+        cell = build_train_network(network, optimizer, boost_config, loss_scale_manager=manager)
+    return cell.set_train()
+
+
+class Model(_MindSporeModel):
+    """``mindspore.train.Model`` with boost_cells' boost levels; same signature and keyword arguments.
+
+    Args:
+        network, loss_fn, optimizer, metrics, eval_network, eval_indexes, amp_level: as ``mindspore.train.Model``.
+        boost_level (str): "O0", "O1" or "O2". Default: "O0".
+        **kwargs: ``loss_scale_manager``, ``keep_batchnorm_fp32`` (as ``mindspore.train.Model``),
+            ``boost_config_dict`` (a dict in ``boost_config_dict`` format or a JSON config path; a ``"level"`` in it
+            must agree with ``boost_level``), ``acc_level`` (deprecated alias of ``boost_level``).
+
+    Attributes:
+        boost (AutoBoost): the resolved boost (``boost.config`` is the ``BoostConfig`` the train cell uses).
+
+    Raises:
+        ValueError: a boost config that switches a feature on without an ``optimizer`` (there is no train step
+            to boost); anything ``mindspore.train.Model``, ``AutoBoost`` or ``build_amp_train_network`` raises.
+    """
+
+    def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None, eval_indexes=None,
+                 amp_level="O0", boost_level="O0", **kwargs):
+        super().__init__(network, loss_fn=loss_fn, optimizer=optimizer, metrics=metrics, eval_network=eval_network,
+                         eval_indexes=eval_indexes, amp_level=amp_level, boost_level=boost_level, **kwargs)
+
+    def _build_boost_network(self, kwargs):
+        if "acc_level" in kwargs:
+            self._boost_level = kwargs["acc_level"]
+        self.boost = AutoBoost(self._boost_level, kwargs.get("boost_config_dict", ""))
+        if self._optimizer is None:
+            enabled = [name for name, on in self.boost.boost_config.items() if on]
+            if enabled:
+                raise ValueError(f"For 'Model', boost level {self._boost_level!r} switches on {enabled}, which "
+                                 "act on the training step, but 'optimizer' is None. Pass an optimizer, or use "
+                                 "boost_level 'O0' for a Model that only evaluates or predicts.")
+            return
+        self._network, self._optimizer = self.boost.network_auto_process_train(self._network, self._optimizer)
+        if self._eval_network is not None:
+            self._eval_network = self.boost.network_auto_process_eval(self._eval_network)
+
+    def _build_train_network(self):
+        if self._optimizer is None:
+            return super()._build_train_network()
+        if not isinstance(self._network, nn.Cell):
+            raise TypeError(f"For 'Model', 'network' must be a Cell, but got {type(self._network).__name__}.")
+        amp_kwargs = {}
+        if self._loss_scale_manager_set:
+            amp_kwargs["loss_scale_manager"] = self._loss_scale_manager
+        if self._keep_bn_fp32 is not None:
+            amp_kwargs["keep_batchnorm_fp32"] = self._keep_bn_fp32
+        network = build_amp_train_network(self._network, self._optimizer, self._loss_fn, self._amp_level,
+                                          self.boost.config, **amp_kwargs)
+        net_inputs = self._network.get_inputs()
+        if self._loss_fn and self._loss_fn.get_inputs() and net_inputs:
+            net_inputs = _merge_inputs(net_inputs, _process_loss_inputs(self._loss_fn.get_inputs()))
+        if net_inputs is not None:
+            _set_with_processed_inputs(network, net_inputs)
+        return network
