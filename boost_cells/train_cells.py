@@ -33,10 +33,13 @@ def _resolve_config(boost_config):
 
 def make_update_strategy(config, optimizer, info, network=None):
     """The update strategy a config asks for: DimReduce (which re-runs ``network``, the network with loss), AdaSum
-    or a plain reduced step, under accumulation if enabled."""
+    or a plain reduced step, under accumulation if enabled.
+
+    Stand-alone, AdaSum has one group, and the AdaSum of one group's weight delta is that delta: the plain step.
+    So level O2 trains stand-alone, as the reference's does."""
     if config.enabled("dim_reduce"):
         return make_dim_reduce(config.section("dim_reduce"), network, optimizer, info)
-    if config.enabled("adasum"):
+    if config.enabled("adasum") and info.distributed:
         apply = AdaSumUpdate(optimizer, info, config.section("common")["device_number"])
     else:
         apply = ApplyGradients(optimizer, make_grad_reducer(optimizer.parameters, info))

@@ -1,7 +1,10 @@
-"""Train a small LeNet-style network on scikit-learn's 8x8 digits with a boost_cells train cell.
+"""Train a small LeNet-style network (or, with ``--network resnet``, a small ResNet with BatchNorm) on
+scikit-learn's 8x8 digits with a boost_cells train cell.
 
-The train cell comes from ``boost_cells.build_train_network`` and a JSON boost config; a config with a
-``"loss_scale"`` section gives a loss-scaled cell, whose overflow count and loss scale are reported per epoch.
+The network and optimizer go through ``AutoBoost.network_auto_process_train`` (LessBN and gradient
+centralization at O1/O2), the train cell comes from ``boost_cells.build_train_network``; both follow a JSON boost
+config. A config with a ``"loss_scale"`` section gives a loss-scaled cell, whose overflow count and loss scale
+are reported per epoch.
 The data is bundled with scikit-learn (nothing is downloaded) and split 80/20 with a fixed seed, the same split
 on every rank. Under ``msrun`` the script trains data-parallel: each rank takes its own slice of every global
 batch (``--batch-size`` rows per rank) and only rank 0 prints. Momentum's learning rate falls from ``--lr`` to
@@ -10,6 +13,7 @@ zero over the run by half a cosine, set once per epoch, so the final accuracy do
 Stand-alone::
 
     python examples/train.py --config configs/O0.json
+    python examples/train.py --config configs/O1.json --network resnet
 
 Data-parallel, two workers::
 
@@ -31,7 +35,7 @@ from mindspore.communication import get_group_size, get_rank, init
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from boost_cells import BoostConfig, BoostMonitor, build_train_network
+from boost_cells import AutoBoost, BoostConfig, BoostMonitor, build_train_network
 
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2
@@ -47,6 +51,9 @@ def parse_args(argv=None):
                              "(default: 32)")
     parser.add_argument("--lr", type=float, default=0.05,
                         help="peak Momentum learning rate, cosine-decayed per epoch (default: 0.05)")
+    parser.add_argument("--network", choices=("lenet", "resnet"), default="lenet",
+                        help="lenet (no BatchNorm) or resnet (9 stages, 14 BatchNorms, for LessBN and freezing; "
+                             "default: lenet)")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and shuffling (default: 0)")
     parser.add_argument("--mode", choices=("graph", "pynative"), default="graph",
                         help="MindSpore execution mode (default: graph)")
@@ -108,6 +115,35 @@ class LeNet(nn.Cell):
         return self.classifier(self.features(x))
 
 
+class BasicBlock(nn.Cell):
+    """ResNet basic block: two 3x3 conv-BN pairs and a shortcut (1x1 conv-BN when the shape changes)."""
+
+    def __init__(self, in_channels, out_channels, stride):
+        super().__init__()
+        self.body = nn.SequentialCell([
+            nn.Conv2d(in_channels, out_channels, 3, stride=stride), nn.BatchNorm2d(out_channels), nn.ReLU(),
+            nn.Conv2d(out_channels, out_channels, 3), nn.BatchNorm2d(out_channels)])
+        self.shortcut = nn.SequentialCell([nn.Conv2d(in_channels, out_channels, 1, stride=stride),
+                                           nn.BatchNorm2d(out_channels)]) \
+            if stride != 1 or in_channels != out_channels else nn.Identity()
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        return self.relu(self.body(x) + self.shortcut(x))
+
+
+def resnet(width=16, num_classes=10):
+    """Nine stages: stem, 2+2+2 basic blocks (16, 32, 64 channels; stride 2 entering stages 2 and 3), head."""
+    stages = [nn.SequentialCell([nn.Conv2d(1, width, 3), nn.BatchNorm2d(width), nn.ReLU()])]
+    channels = width
+    for stage, out_channels in enumerate((width, 2 * width, 4 * width)):
+        for block in range(2):
+            stages.append(BasicBlock(channels, out_channels, 2 if stage and not block else 1))
+            channels = out_channels
+    stages.append(nn.SequentialCell([nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dense(channels, num_classes)]))
+    return nn.SequentialCell(stages)
+
+
 def global_batches(rng, sample_count, global_batch):
     """Index arrays of the full global batches of one shuffled epoch (the last partial batch is dropped)."""
     order = rng.permutation(sample_count)
@@ -152,12 +188,15 @@ def train_epoch(train_cell, batches, x_train, y_train, rank, batch_size, monitor
 def train(args, rank, rank_count, log):
     """Build the network and train cell, train for ``args.epochs``; returns the final test accuracy."""
     x_train, x_test, y_train, y_test = load_data()
-    net = LeNet()
+    net = LeNet() if args.network == "lenet" else resnet()
     if args.amp_level != "O0":
         net = ms.amp.auto_mixed_precision(net, args.amp_level)
+    config = BoostConfig.from_file(args.config)
+    # The level's network and optimizer transforms (LessBN, gradient centralization); the train cell does the rest.
+    net, optimizer = AutoBoost(config.level_name, args.config).network_auto_process_train(
+        net, nn.Momentum(net.trainable_params(), args.lr, 0.9))
     net_with_loss = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
-    optimizer = nn.Momentum(net.trainable_params(), args.lr, 0.9)
-    train_cell = build_train_network(net_with_loss, optimizer, BoostConfig.from_file(args.config))
+    train_cell = build_train_network(net_with_loss, optimizer, config)
     train_cell.set_train()
     monitor = None
     if args.monitor is not None and rank == 0:

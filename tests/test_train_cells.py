@@ -127,9 +127,6 @@ def test_bad_arguments_are_named():
         BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, Tensor(np.ones((2, 2), np.float32)), boost_config=O0)
     with pytest.raises(ValueError, match="'level' must be one of"):
         BoostTrainOneStepCell(net_with_loss, opt, boost_config={"level": "O5"})
-    with pytest.raises(ValueError, match="needs data-parallel training"):
-        BoostTrainOneStepCell(net_with_loss, opt, boost_config={"boost": {"mode": "manual", "adasum": True},
-                                                                "common": {"device_number": 1}})
 
 
 def test_checkpoint_loads_strictly_into_plain_network(mode, tmp_path):
