@@ -3,7 +3,7 @@
     python bench/o1_speedup.py [--quick] [--rounds 3] [--epochs 16] [--skip-distributed]
 
 Network: a small ResNet with BatchNorm (stem, three stages of two basic blocks at 16/32/64 channels, pooled
-dense head: 9 stages, 14 BatchNorms) on scikit-learn's 8x8 digits upsampled to 32x32, batch 32 per rank,
+dense head: 9 stages, 15 BatchNorms) on scikit-learn's 8x8 digits upsampled to 32x32, batch 32 per rank,
 Momentum 0.9 with a per-epoch cosine learning rate, GRAPH_MODE. The split is examples/train.py's (80/20, fixed
 seed). Each round trains every arm from the same initial weights and data order (round r uses seed r), arms
 alternating who goes first; the table gives the median over rounds of the per-round throughput ratio and the

@@ -52,8 +52,8 @@ def parse_args(argv=None):
     parser.add_argument("--lr", type=float, default=0.05,
                         help="peak Momentum learning rate, cosine-decayed per epoch (default: 0.05)")
     parser.add_argument("--network", choices=("lenet", "resnet"), default="lenet",
-                        help="lenet (no BatchNorm) or resnet (9 stages, 14 BatchNorms, for LessBN and freezing; "
-                             "default: lenet)")
+                        help="lenet (no BatchNorm) or resnet (a small ResNet with 9 BatchNorms, for LessBN and "
+                             "gradient freezing; default: lenet)")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and shuffling (default: 0)")
     parser.add_argument("--mode", choices=("graph", "pynative"), default="graph",
                         help="MindSpore execution mode (default: graph)")
@@ -132,12 +132,14 @@ class BasicBlock(nn.Cell):
         return self.relu(self.body(x) + self.shortcut(x))
 
 
-def resnet(width=16, num_classes=10):
-    """Nine stages: stem, 2+2+2 basic blocks (16, 32, 64 channels; stride 2 entering stages 2 and 3), head."""
+def resnet(width=16, blocks=2, num_classes=10):
+    """A small ResNet as an ``nn.SequentialCell`` of ``3 * blocks + 2`` stages: a conv-BN-ReLU stem, three stages
+    of ``blocks`` basic blocks (``width``, 2x and 4x channels; stride 2 entering the second and third), and a
+    pooled dense head. (N, 1, H, W) images to ``num_classes`` logits."""
     stages = [nn.SequentialCell([nn.Conv2d(1, width, 3), nn.BatchNorm2d(width), nn.ReLU()])]
     channels = width
     for stage, out_channels in enumerate((width, 2 * width, 4 * width)):
-        for block in range(2):
+        for block in range(blocks):
             stages.append(BasicBlock(channels, out_channels, 2 if stage and not block else 1))
             channels = out_channels
     stages.append(nn.SequentialCell([nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dense(channels, num_classes)]))
@@ -188,7 +190,7 @@ def train_epoch(train_cell, batches, x_train, y_train, rank, batch_size, monitor
 def train(args, rank, rank_count, log):
     """Build the network and train cell, train for ``args.epochs``; returns the final test accuracy."""
     x_train, x_test, y_train, y_test = load_data()
-    net = LeNet() if args.network == "lenet" else resnet()
+    net = LeNet() if args.network == "lenet" else resnet(width=8, blocks=1)
     if args.amp_level != "O0":
         net = ms.amp.auto_mixed_precision(net, args.amp_level)
     config = BoostConfig.from_file(args.config)

@@ -1,5 +1,7 @@
 """boost_cells.Model: the boost level builds boost_cells' train cell, with or without metrics; amp_level and
 loss_scale_manager honoured as mindspore.train.Model honours them; callbacks, checkpoints and eval work."""
+import json
+
 import numpy as np
 import mindspore as ms
 import mindspore.dataset as ds
@@ -8,7 +10,10 @@ from mindspore import Tensor, nn
 from mindspore.train import Callback, LossMonitor, TimeMonitor
 from mindspore.train.callback import CheckpointConfig, ModelCheckpoint
 
-from boost_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, Model
+from boost_cells import (AutoBoost, BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
+                         CommonHeadLastFN, Model, build_train_network)
+from boost_cells.config import LEVELS
+from tests.launch import ROOT
 from tests.helpers import Linear, weights_of
 
 STEPS, BATCH = 4, 8
@@ -145,3 +150,105 @@ def test_model_errors():
         Model(net, loss, opt, boost_config={"level": "O0"})
     predict_only = Model(net)
     assert predict_only.predict(Tensor(np.ones((2, 4), np.float32))).shape == (2, 3)
+
+
+# Levels O1 and O2 on a network with BatchNorm: 3 layers for freezing (conv+BN, conv+BN, dense), so 2 groups;
+# the continuous schedule at freeze_p 0.5 alternates a full step (index 0) and a step that trains group 1 only.
+FREEZE = {"param_groups": 2, "freeze_type": 0, "freeze_p": 0.5, "total_steps": 16}
+
+
+def bn_net(seed=0):
+    ms.set_seed(seed)
+    return nn.SequentialCell([nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                              nn.Conv2d(4, 16, 3), nn.BatchNorm2d(16), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dense(16, 3)])
+
+
+def image_data(seed=0):
+    rng = np.random.RandomState(seed)
+    x = rng.rand(STEPS * BATCH, 1, 6, 6).astype(np.float32)
+    return x, (x[:, 0, :3].mean(axis=(1, 2)) > 0.5).astype(np.int32) + (x[:, 0, 3:].mean(axis=(1, 2)) > 0.5)
+
+
+class FirstLayer(Callback):
+    """The first conv's weight after each step."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net, self.weights = net, []
+
+    def on_train_step_end(self, run_context):
+        self.weights.append(self.net[0].weight.asnumpy().copy())
+
+
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_levels_through_model_equal_autoboost_and_build_train_network(mode, level):
+    """Model(boost_level=O1/O2) without metrics (MindSpore's trains plain O0 there) equals the documented manual
+    route, AutoBoost's transforms then build_train_network, to the bit; the loss reaches the callbacks; LessBN's
+    head replaced the Dense without renaming anything else; the first group trains on full steps only. Stand-alone,
+    O2's AdaSum has one group, so O2 equals O1."""
+    config = {"level": level, "grad_freeze": FREEZE}
+    x, y = image_data()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    net = bn_net()
+    names = [p.name for p in net.get_parameters()]
+    model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.1, 0.9), boost_level=level,
+                  boost_config_dict=config)
+    record, first = Outputs(), FirstLayer(net)
+    model.train(1, dataset(x, y), callbacks=[record, first], dataset_sink_mode=False)
+
+    control = bn_net()
+    boost = AutoBoost(level, config)
+    control_net, control_opt = boost.network_auto_process_train(
+        control, nn.Momentum(control.trainable_params(), 0.1, 0.9))
+    cell = build_train_network(nn.WithLossCell(control_net, loss), control_opt, boost.config)
+    cell.set_train()
+    control_losses = [float(cell(Tensor(x[s:s + BATCH]), Tensor(y[s:s + BATCH])).asnumpy())
+                      for s in range(0, len(x), BATCH)]
+
+    assert [float(out.asnumpy()) for out in record.outputs] == control_losses
+    assert_weights_equal(weights_of(net), weights_of(control))
+    assert isinstance(net[8], CommonHeadLastFN)
+    assert [p.name for p in net.get_parameters()] == [*names[:-1], "8.multiplier"]  # the Dense bias is dropped
+    changed = [not np.array_equal(before, after) for before, after in zip(first.weights, first.weights[1:])]
+    assert changed == [False, True, False]  # steps 2, 3, 4 train from groups 1, 0, 1
+
+
+def test_o1_checkpoint_and_eval(graph_mode, tmp_path):
+    """An O1 checkpoint from ModelCheckpoint loads strictly into AutoBoost's eval transform of a plain network, which
+    then predicts as the trained network does; Model.eval with metrics uses the trained network."""
+    config = {"level": "O1", "grad_freeze": FREEZE}
+    x, y = image_data()
+    net = bn_net()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.1, 0.9), metrics={"acc"}, boost_level="O1",
+                  boost_config_dict=config)
+    checkpoint = ModelCheckpoint("o1", str(tmp_path), CheckpointConfig(save_checkpoint_steps=STEPS))
+    model.train(2, dataset(x, y), callbacks=[LossMonitor(), TimeMonitor(), checkpoint], dataset_sink_mode=False)
+    plain = AutoBoost("O1", config).network_auto_process_eval(bn_net(seed=1))
+    not_loaded, _ = ms.load_param_into_net(plain, ms.load_checkpoint(str(sorted(tmp_path.glob("o1*.ckpt"))[-1])),
+                                           strict_load=True)
+    assert not_loaded == []
+    net.set_train(False)
+    plain.set_train(False)
+    logits = net(Tensor(x)).asnumpy()
+    np.testing.assert_array_equal(plain(Tensor(x)).asnumpy(), logits)
+    expected = float((logits.argmax(axis=1) == y).mean())
+    assert model.eval(dataset(x, y), dataset_sink_mode=False)["acc"] == pytest.approx(expected)
+
+
+def test_standalone_adasum_is_the_plain_step(graph_mode):
+    """AdaSum over one group is that group's own step: stand-alone, an AdaSum config trains exactly as O0."""
+    x, y = classification_data()
+    net, loss, opt = setup()
+    model = Model(net, loss, opt, boost_config_dict={"boost": {"mode": "manual", "adasum": True}})
+    model.train(1, dataset(x, y), dataset_sink_mode=False)
+    assert_weights_equal(weights_of(net), control_weights(x, y, epochs=1))
+
+
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_level_configs_spell_out_every_key(level):
+    raw = json.loads((ROOT / "configs" / f"{level}.json").read_text())
+    config = BoostConfig.from_file(ROOT / "configs" / f"{level}.json")
+    assert config.to_dict() == raw
+    assert dict(config.features) == dict(LEVELS[level])

@@ -44,6 +44,8 @@ def replace_last_dense(network):
     head.weight = dense.weight
     head.multiplier.name = prefix + "multiplier"
     parent.insert_child_to_cell(name, head)
+    if isinstance(parent, nn.SequentialCell):  # its construct runs `cell_list`, a copy of the children
+        parent.cell_list = list(parent.name_cells().values())
     return head
 
 
