@@ -1,9 +1,9 @@
 """O1 over O0 and O2 over plain data-parallel: images per second and held-out accuracy, interleaved in one run.
 
-    python bench/o1_speedup.py [--quick] [--rounds 3] [--epochs 16] [--skip-distributed]
+    python bench/o1_speedup.py [--quick] [--rounds 3] [--epochs 12] [--skip-distributed]
 
-Network: a small ResNet with BatchNorm (stem, three stages of two basic blocks at 16/32/64 channels, pooled
-dense head: 9 stages, 15 BatchNorms) on scikit-learn's 8x8 digits upsampled to 32x32, batch 32 per rank,
+Network: examples/train.py's small ResNet with BatchNorm at width 8 (stem, three stages of two basic blocks at
+8/16/32 channels, pooled dense head: 9 stages, 15 BatchNorms) on scikit-learn's 8x8 digits upsampled to 32x32, batch 32 per rank,
 Momentum 0.9 with a per-epoch cosine learning rate, GRAPH_MODE. The split is examples/train.py's (80/20, fixed
 seed). Each round trains every arm from the same initial weights and data order (round r uses seed r), arms
 alternating who goes first; the table gives the median over rounds of the per-round throughput ratio and the
@@ -81,7 +81,7 @@ class Trainer:
     def __init__(self, arm, seed, x_train):
         ms.set_seed(seed)
         self.arm, self.x_train = arm, x_train
-        self.net = resnet()
+        self.net = resnet(width=8)
         self.loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
         self.frozen, self.cache, self.fill_seconds = 0, None, 0.0
         self._build(self.net, first=True)
@@ -217,14 +217,14 @@ def worker(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--quick", action="store_true", help="1 round of 8 epochs (a smoke run, noisy numbers)")
+    parser.add_argument("--quick", action="store_true", help="1 round of 6 epochs (a smoke run, noisy numbers)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: 3)")
-    parser.add_argument("--epochs", type=int, default=16, help="epochs per arm and round (default: 16)")
+    parser.add_argument("--epochs", type=int, default=12, help="epochs per arm and round (default: 12)")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.epochs = 1, 8
+        args.rounds, args.epochs = 1, 6
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_device("CPU")
     if args.as_msrun_worker:
