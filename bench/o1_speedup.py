@@ -3,11 +3,11 @@
     python bench/o1_speedup.py [--quick] [--rounds 3] [--epochs 12] [--skip-distributed]
 
 Network: examples/train.py's small ResNet with BatchNorm at width 8 (stem, three stages of two basic blocks at
-8/16/32 channels, pooled dense head: 9 stages, 15 BatchNorms) on scikit-learn's 8x8 digits upsampled to 32x32, batch 32 per rank,
-Momentum 0.9 with a per-epoch cosine learning rate, GRAPH_MODE. The split is examples/train.py's (80/20, fixed
-seed). Each round trains every arm from the same initial weights and data order (round r uses seed r), arms
-alternating who goes first; the table gives the median over rounds of the per-round throughput ratio and the
-mean held-out accuracy.
+8/16/32 channels, pooled dense head: 9 stages, 15 BatchNorms) on scikit-learn's 8x8 digits upsampled to 32x32,
+batch 32 per rank, Momentum 0.9 with a per-epoch cosine learning rate, GRAPH_MODE. The split is
+examples/train.py's (80/20, fixed seed). Each round trains every arm from the same initial weights and data order
+(round r uses seed r), arms alternating who goes first; the table gives the median over rounds of the per-round
+throughput ratio and the mean held-out accuracy.
 
 - O0: ``build_train_network`` with level O0 (stand-alone), or O0 data-parallel (2 workers: gradient all-reduce).
 - O1: the level's network and optimizer transforms through ``AutoBoost`` (LessBN with the feature-normalised
@@ -41,7 +41,8 @@ from mindspore import Tensor, nn, ops  # noqa: E402  pylint: disable=wrong-impor
 
 from boost_cells import AutoBoost, build_train_network  # noqa: E402  pylint: disable=wrong-import-position
 from boost_cells.transforms import PrefixCache, split_stages  # noqa: E402  pylint: disable=wrong-import-position
-from examples.train import cosine_lr, global_batches, load_data, resnet  # noqa: E402  pylint: disable=wrong-import-position
+from examples.train import (  # noqa: E402  pylint: disable=wrong-import-position
+    cosine_lr, global_batches, load_data, resnet)
 
 # (fraction of the epochs done, stages frozen for good from then on); the network has 9 stages.
 FREEZE_PLAN = ((0.3, 3), (0.5, 5), (0.7, 7))
@@ -170,7 +171,7 @@ def summarise(results, base, boosted, title):
         return float(np.median([r[arm][key] for r in results]))
 
     lines = [f"{title}: {len(results)} interleaved round(s)", "",
-             "| measure | " + base + " | " + boosted + " | " + boosted + " / " + base + " |", "| --- | --- | --- | --- |"]
+             f"| measure | {base} | {boosted} | {boosted} / {base} |", "| --- | --- | --- | --- |"]
     for key, label in (("end_to_end", "images/s end-to-end"), ("steady", "images/s steady")):
         ratio = float(np.median([r[boosted][key] / r[base][key] for r in results]))
         lines.append(f"| {label} (median) | {median(base, key):.0f} | {median(boosted, key):.0f} | {ratio:.3f} |")

@@ -14,7 +14,7 @@ from mindspore.train import amp as _amp
 from mindspore.train.model import _merge_inputs, _process_loss_inputs, _set_with_processed_inputs
 
 from .auto_boost import AutoBoost
-from .train_cells import BoostTrainOneStepCell, build_train_network
+from .train_cells import build_train_network
 
 __all__ = ["Model", "build_amp_train_network"]
 
@@ -25,25 +25,20 @@ def build_amp_train_network(network, optimizer, loss_fn, amp_level, boost_config
     ``amp_level`` ("O0", "O1", "O2", "O3", "auto") casts the network and picks the loss wrapper and the default
     loss-scale manager exactly as MindSpore does (O2's default is a ``DynamicLossScaleManager``, which runs on CPU
     here); ``amp_kwargs`` (``cast_model_type``, ``keep_batchnorm_fp32``, ``loss_scale_manager``) override the level.
-    A manager with an update cell gives a ``BoostTrainOneStepWithLossScaleCell``; a
-    ``FixedLossScaleManager(drop_overflow_update=False)`` gives a ``BoostTrainOneStepCell`` with ``sens`` = its
-    scale, as ``nn.TrainOneStepCell`` gets it (the optimizer's own ``loss_scale`` divides it out).
+    The manager then picks the cell as ``build_train_network`` does.
 
     Raises:
         ValueError, TypeError: as ``mindspore.amp.build_train_network`` for a bad level or keyword; as
             ``BoostConfig`` for a bad config.
     """
-    _amp._check_kwargs(amp_kwargs)  # pylint: disable=protected-access
-    level, _ = _amp._check_level(amp_level, "O0")  # pylint: disable=protected-access
-    settings = dict(_amp._config_level[level], **amp_kwargs)  # pylint: disable=protected-access
-    network = _amp._auto_mixed_precision_process(network, settings, level)  # pylint: disable=protected-access
+    # pylint: disable=protected-access
+    _amp._check_kwargs(amp_kwargs)
+    level, _ = _amp._check_level(amp_level, "O0")
+    settings = dict(_amp._config_level[level], **amp_kwargs)
+    network = _amp._auto_mixed_precision_process(network, settings, level)
     if loss_fn:
-        network = _amp._add_loss_network(network, loss_fn, settings["cast_model_type"])  # pylint: disable=protected-access
-    manager = settings["loss_scale_manager"]
-    if manager is not None and manager.get_update_cell() is None:
-        cell = BoostTrainOneStepCell(network, optimizer, sens=manager.get_loss_scale(), boost_config=boost_config)
-    else:
-        cell = build_train_network(network, optimizer, boost_config, loss_scale_manager=manager)
+        network = _amp._add_loss_network(network, loss_fn, settings["cast_model_type"])
+    cell = build_train_network(network, optimizer, boost_config, loss_scale_manager=settings["loss_scale_manager"])
     return cell.set_train()
 
 
