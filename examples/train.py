@@ -36,6 +36,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from boost_cells import AutoBoost, BoostConfig, BoostMonitor, build_train_network
+from boost_cells.transforms.freeze import unfrozen
 
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2
@@ -194,9 +195,11 @@ def train(args, rank, rank_count, log):
     if args.amp_level != "O0":
         net = ms.amp.auto_mixed_precision(net, args.amp_level)
     config = BoostConfig.from_file(args.config)
-    # The level's network and optimizer transforms (LessBN, gradient centralization); the train cell does the rest.
+    # The level's network and optimizer transforms: LessBN and gradient centralization rebuild the optimizer, and
+    # gradient freezing wraps it in a FreezeOpt whose suffix steps share its state and learning rate.
     net, optimizer = AutoBoost(config.level_name, args.config).network_auto_process_train(
         net, nn.Momentum(net.trainable_params(), args.lr, 0.9))
+    learning_rate = unfrozen(optimizer).learning_rate
     net_with_loss = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
     train_cell = build_train_network(net_with_loss, optimizer, config)
     train_cell.set_train()
@@ -211,7 +214,7 @@ def train(args, rank, rank_count, log):
     test_accuracy = 0.0
     for epoch in range(1, args.epochs + 1):
         # ops.assign, not set_data: PyNative keeps using the old value after set_data once a step has run.
-        ops.assign(optimizer.learning_rate, Tensor(np.float32(cosine_lr(args.lr, epoch, args.epochs))))
+        ops.assign(learning_rate, Tensor(np.float32(cosine_lr(args.lr, epoch, args.epochs))))
         batches = global_batches(rng, len(x_train), global_batch)
         loss, overflows, scale = train_epoch(train_cell, batches, x_train, y_train, rank, args.batch_size, monitor)
         net.set_train(False)
