@@ -13,31 +13,16 @@ The script relaunches itself under ``msrun --worker_num=2`` and rank 0 prints th
    interleaved blocks, median of per-round ratios.
 """
 import argparse
-import os
-import socket
-import subprocess
 import sys
 import time
 
 import numpy as np
+from msrun_launch import relaunch
 
 
 def launch(args):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    bin_dir = os.path.dirname(sys.executable)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": root,
-           "GLOG_v": "3"}
-    log_dir = os.path.join("/tmp", f"boost_cells_bench_dp_{port}")
-    command = [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=2", f"--master_port={port}",
-               "--join=True", f"--log_dir={log_dir}", os.path.abspath(__file__), "--as-msrun-worker",
-               f"--rounds={args.rounds}", f"--steps={args.steps}"]
-    code = subprocess.call(command, env=env, cwd=root, timeout=900, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    with open(os.path.join(log_dir, "worker_0.log"), encoding="utf-8", errors="replace") as handle:
-        print("".join(line for line in handle if line.startswith("|") or line.startswith("bench:")))
+    code, lines = relaunch(__file__, [f"--rounds={args.rounds}", f"--steps={args.steps}"], "dp", timeout=900)
+    print("".join(line for line in lines if line.startswith("|") or line.startswith("bench:")))
     return code
 
 

@@ -24,15 +24,12 @@ time goes. The distributed part relaunches this script under ``msrun --worker_nu
 """
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
 import time
 
 import numpy as np
+from msrun_launch import ROOT, relaunch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
@@ -186,21 +183,8 @@ def summarise(results, base, boosted, title):
 
 def launch(args):
     """Run the distributed part under msrun with 2 workers; returns (exit code, rank 0's report lines)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    bin_dir = os.path.dirname(sys.executable)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": ROOT,
-           "GLOG_v": "3"}
-    log_dir = os.path.join("/tmp", f"boost_cells_bench_o1_{port}")
-    command = [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=2", f"--master_port={port}",
-               "--join=True", f"--log_dir={log_dir}", os.path.abspath(__file__), "--as-msrun-worker",
-               f"--rounds={args.rounds}", f"--epochs={args.epochs}"]
-    code = subprocess.call(command, env=env, cwd=ROOT, timeout=1800, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    with open(os.path.join(log_dir, "worker_0.log"), encoding="utf-8", errors="replace") as handle:
-        report = [line[len("bench: "):].rstrip("\n") for line in handle if line.startswith("bench: ")]
-    return code, report
+    code, lines = relaunch(__file__, [f"--rounds={args.rounds}", f"--epochs={args.epochs}"], "o1", timeout=1800)
+    return code, [line[len("bench: "):].rstrip("\n") for line in lines if line.startswith("bench: ")]
 
 
 def worker(args):

@@ -1,0 +1,28 @@
+"""Relaunch a benchmark script under ``msrun`` with 2 local workers on loopback, for its data-parallel part."""
+import os
+import socket
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def relaunch(script, worker_args, log_name, timeout):
+    """Run ``script --as-msrun-worker *worker_args`` under ``msrun --worker_num=2`` on a free port, from the
+    repository root with this interpreter first on PATH, and wait up to ``timeout`` seconds.
+
+    Returns ``(exit code, lines of rank 0's log)``; the logs stay in ``/tmp/boost_cells_bench_<log_name>_<port>``.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bin_dir = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": ROOT,
+           "GLOG_v": "3"}
+    log_dir = os.path.join("/tmp", f"boost_cells_bench_{log_name}_{port}")
+    command = [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=2", f"--master_port={port}",
+               "--join=True", f"--log_dir={log_dir}", os.path.abspath(script), "--as-msrun-worker", *worker_args]
+    code = subprocess.call(command, env=env, cwd=ROOT, timeout=timeout, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    with open(os.path.join(log_dir, "worker_0.log"), encoding="utf-8", errors="replace") as handle:
+        return code, handle.readlines()
