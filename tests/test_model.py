@@ -216,12 +216,14 @@ def test_levels_through_model_equal_autoboost_and_build_train_network(mode, leve
 
 def test_o1_checkpoint_and_eval(graph_mode, tmp_path):
     """An O1 checkpoint from ModelCheckpoint loads strictly into AutoBoost's eval transform of a plain network, which
-    then predicts as the trained network does; Model.eval with metrics uses the trained network."""
+    then predicts as the trained network does; Model.eval with metrics runs the eval network (through the same
+    eval transform, which leaves the already transformed backbone as it is) on the trained weights."""
     config = {"level": "O1", "grad_freeze": FREEZE}
     x, y = image_data()
     net = bn_net()
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.1, 0.9), metrics={"acc"}, boost_level="O1",
+    model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.1, 0.9), metrics={"acc"},
+                  eval_network=nn.WithEvalCell(net, loss), eval_indexes=[0, 1, 2], boost_level="O1",
                   boost_config_dict=config)
     checkpoint = ModelCheckpoint("o1", str(tmp_path), CheckpointConfig(save_checkpoint_steps=STEPS))
     model.train(2, dataset(x, y), callbacks=[LossMonitor(), TimeMonitor(), checkpoint], dataset_sink_mode=False)
