@@ -74,7 +74,8 @@ class PrefixCache:
     Args:
         prefix (Cell): the frozen front of the network; switched to inference mode (``set_train(False)``) for good.
         inputs (numpy.ndarray): every input sample the prefix will see, shape (N, ...), float32.
-        batch_size (int): rows per prefix call while filling the cache. Default: 256.
+        batch_size (int): rows per prefix call while filling the cache. Default: 256. The last call is padded
+            with zero rows to the same size, so one graph compiles (inference mode treats rows independently).
 
     Attributes:
         outputs (numpy.ndarray): the prefix's outputs, shape (N, ...) (for (N, C, H, W) stages: (N, C', H', W')),
@@ -96,8 +97,10 @@ class PrefixCache:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"For 'PrefixCache', 'batch_size' must be an int >= 1, but got {batch_size!r}.")
         prefix.set_train(False)
-        self.outputs = np.concatenate([prefix(Tensor(inputs[start:start + batch_size])).asnumpy()
-                                       for start in range(0, len(inputs), batch_size)])
+        rows = min(batch_size, len(inputs))
+        padded = np.concatenate([inputs, np.zeros((-len(inputs) % rows, *inputs.shape[1:]), inputs.dtype)])
+        self.outputs = np.concatenate([prefix(Tensor(padded[start:start + rows])).asnumpy()
+                                       for start in range(0, len(padded), rows)])[:len(inputs)]
 
     def __len__(self):
         return len(self.outputs)
