@@ -108,7 +108,7 @@ class Trainer:
         if frozen > self.frozen:
             prefix, suffix = split_stages(self.net, frozen)
             start = time.perf_counter()
-            self.cache = PrefixCache(prefix, self.x_train)
+            self.cache = PrefixCache(prefix, self.x_train, batch_size=len(self.x_train))
             self.fill_seconds += time.perf_counter() - start
             self.frozen = frozen
             self._build(suffix)
