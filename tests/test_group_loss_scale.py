@@ -229,6 +229,9 @@ loss = nn.SoftmaxCrossEntropyWithLogits()
 optim = nn.Momentum(params=net.trainable_params(), learning_rate=0.1, momentum=0.9)
 boost_config_dict = {"boost": {"mode": "manual", "less_bn": False, "grad_freeze": False, "adasum": False,
                      "grad_accumulation": False, "dim_reduce": False, "loss_scale_group": True}}
+model = boost.Model(net, loss_fn=loss, optimizer=optim, metrics=None,
+                    loss_scale_manager=loss_scale_manager,
+                    boost_level="O1", boost_config_dict=boost_config_dict)
 '''
 
 
@@ -241,10 +244,10 @@ def create_dataset():
 
 
 def test_reference_docstring_example(graph_mode, tmp_path, monkeypatch):
-    """mindspore.boost.GroupLossScaleManager's docstring example, verbatim but for the import
-    (``import boost_cells as boost``), up to the ``Model``; ``Model(..., boost_level="O1", ...)`` is done as
-    boost_cells' ``Model`` does it: ``build_train_network`` with the level's config and the manager. The example
-    is written to a module file: GRAPH_MODE compiles ``construct`` from its source."""
+    """mindspore.boost.GroupLossScaleManager's docstring example, verbatim but for the imports: ``import
+    boost_cells as boost``, and ``boost.Model`` for ``ms.train.Model`` (MindSpore's Model hard-wires
+    mindspore.boost). The example is written to a module file: GRAPH_MODE compiles ``construct`` from its source.
+    ``model.train(2, dataset)`` then trains with a scale per group."""
     path = tmp_path / "reference_example.py"
     path.write_text("import mindspore as ms\nimport boost_cells as boost\nfrom mindspore import nn\n" +
                     REFERENCE_EXAMPLE)
@@ -252,14 +255,9 @@ def test_reference_docstring_example(graph_mode, tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "reference_example", raising=False)
     example = importlib.import_module("reference_example")
     net, manager = example.net, example.loss_scale_manager
-    train = build_train_network(nn.WithLossCell(net, example.loss), example.optim,
-                                BoostConfig.from_dict(example.boost_config_dict, level="O1"),
-                                loss_scale_manager=manager)
-    assert isinstance(train.loss_scale, GroupLossScale)
     fc3_before = net.fc3.weight.asnumpy().copy()
-    dataset = create_dataset()
-    outputs = [train(image, label) for _ in range(2) for image, label in dataset.create_tuple_iterator()]
-    assert len(outputs) == 4 and all(np.isfinite(loss.asnumpy()).all() for loss, _, _ in outputs)
+    example.model.train(2, create_dataset())
+    assert isinstance(example.model.train_network.loss_scale, GroupLossScale)
     assert manager.scales.shape == (2,)
     assert not np.array_equal(net.fc3.weight.asnumpy(), fc3_before)
 
