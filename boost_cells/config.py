@@ -37,6 +37,13 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 MAX_LOSS_SCALE = 2.0 ** 64
 
 
+def check_scale_bounds(who, min_scale, loss_scale_value, max_scale):
+    """Raise unless ``0 < min_scale <= loss_scale_value <= max_scale <= 2**64`` (a policy's bounds and start)."""
+    if not 0 < min_scale <= loss_scale_value <= max_scale <= MAX_LOSS_SCALE:
+        raise ValueError(f"For '{who}', need 0 < min_scale <= loss_scale_value <= max_scale <= 2**64, but got "
+                         f"{min_scale}, {loss_scale_value}, {max_scale}.")
+
+
 class BoostConfigWarning(UserWarning):
     """A config that is valid and means what the reference makes it mean, but is likely a mistake."""
 

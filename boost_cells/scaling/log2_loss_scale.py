@@ -9,7 +9,7 @@ import math
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
-from ..config import MAX_LOSS_SCALE
+from ..config import check_scale_bounds
 
 __all__ = ["Log2LossScaleUpdate"]
 
@@ -40,9 +40,7 @@ class Log2LossScaleUpdate(nn.Cell):
 
     def __init__(self, loss_scale_value, inc=0.0005, dec=1.0, min_scale=1.0, max_scale=2.0 ** 24):
         super().__init__()
-        if not 0 < min_scale <= loss_scale_value <= max_scale <= MAX_LOSS_SCALE:
-            raise ValueError("For 'Log2LossScaleUpdate', need 0 < min_scale <= loss_scale_value <= max_scale <= "
-                             f"2**64, but got {min_scale}, {loss_scale_value}, {max_scale}.")
+        check_scale_bounds("Log2LossScaleUpdate", min_scale, loss_scale_value, max_scale)
         for name, value in (("inc", inc), ("dec", dec)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"For 'Log2LossScaleUpdate', '{name}' must be a finite number > 0, but got "

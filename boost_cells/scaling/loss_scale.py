@@ -8,7 +8,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from ..config import MAX_LOSS_SCALE
+from ..config import check_scale_bounds
 from .log2_loss_scale import Log2LossScaleUpdate
 
 __all__ = ["DynamicLossScaleUpdate", "LossScale", "scale_sense_and_policy", "policy_from_config"]
@@ -51,9 +51,7 @@ class DynamicLossScaleUpdate(nn.Cell):
     def __init__(self, loss_scale_value, factor=2.0, window=2000, min_scale=1.0, max_scale=2.0 ** 24,
                  hysteresis=1, *, shape=(), prefix="loss_scale"):
         super().__init__()
-        if not 0 < min_scale <= loss_scale_value <= max_scale <= MAX_LOSS_SCALE:
-            raise ValueError("For 'DynamicLossScaleUpdate', need 0 < min_scale <= loss_scale_value <= max_scale <= "
-                             f"2**64, but got {min_scale}, {loss_scale_value}, {max_scale}.")
+        check_scale_bounds("DynamicLossScaleUpdate", min_scale, loss_scale_value, max_scale)
         if factor <= 1:
             raise ValueError(f"For 'DynamicLossScaleUpdate', 'factor' must be > 1, but got {factor}.")
         if int(window) != window or window < 1 or int(hysteresis) != hysteresis or hysteresis < 1:
