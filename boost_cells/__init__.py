@@ -9,8 +9,8 @@ from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
 from .model import Model
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, Log2LossScaleUpdate, NPUFloatStatusCheck
 from .updates import AdaSum, DimReduce, GradientAccumulation
-from .transforms import (CommonHeadLastFN, FreezeOpt, GradientFreeze, LessBN, OptimizerProcess, ParameterProcess,
-                         freeze_cell)
+from .transforms import CommonHeadLastFN, FreezeOpt, GradientFreeze, LessBN, OptimizerProcess, ParameterProcess
+from .steps import freeze_cell
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 from .multi_optimizer import MultiOptimizerTrainOneStepCell
 

@@ -18,7 +18,8 @@ import sys
 import warnings
 from types import MappingProxyType
 
-__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES"]
+__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "latest_config", "reset_latest_config",
+           "set_latest_config"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -359,3 +360,21 @@ class BoostConfig:
             object.__setattr__(self, name, value)
             return
         raise AttributeError("BoostConfig is immutable; build a new one with BoostConfig.from_dict.")
+
+
+_latest = {}
+
+
+def set_latest_config(config):
+    """Record ``config`` as the latest ``AutoBoost``'s: train cells built without ``boost_config=`` use it."""
+    _latest["config"] = config
+
+
+def latest_config():
+    """The BoostConfig of the most recent ``AutoBoost``, or level O0 when none was made."""
+    return _latest.get("config") or BoostConfig.level("O0")
+
+
+def reset_latest_config():
+    """Forget the latest ``AutoBoost``'s config (tests reset it around each test)."""
+    _latest.clear()

@@ -8,6 +8,7 @@ and overrides only the two builders: the boost config resolves through ``AutoBoo
 ``build_train_network``, after ``amp_level``'s mixed-precision cast and loss wrapper as ``mindspore.amp`` does them.
 A level that cannot be applied (no optimizer) is an error, never a silent O0.
 """
+import mindspore as ms
 from mindspore import nn
 from mindspore.train import Model as _MindSporeModel
 from mindspore.train import amp as _amp
@@ -16,7 +17,12 @@ from mindspore.train.model import _merge_inputs, _process_loss_inputs, _set_with
 from .auto_boost import AutoBoost
 from .train_cells import build_train_network
 
-__all__ = ["Model", "build_amp_train_network"]
+__all__ = ["Model", "build_amp_train_network", "device_target"]
+
+
+def device_target():
+    """The device target of the context ("CPU", "GPU" or "Ascend")."""
+    return ms.get_context("device_target")
 
 
 def build_amp_train_network(network, optimizer, loss_fn, amp_level, boost_config, **amp_kwargs):
@@ -79,6 +85,22 @@ class Model(_MindSporeModel):
         self._network, self._optimizer = self.boost.network_auto_process_train(self._network, self._optimizer)
         if self._eval_network is not None:
             self._eval_network = self.boost.network_auto_process_eval(self._eval_network)
+
+    def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
+        """``mindspore.train.Model.train``, refusing dataset sink mode on GPU and Ascend when the train network has
+        host-side features (``host_hooks``, e.g. the first-overflow report): sink mode runs the train cell nested in
+        a data wrapper's graph, where they cannot run. (On CPU MindSpore falls back to non-sink mode, where they do.)
+
+        Raises:
+            ValueError: ``dataset_sink_mode=True`` on GPU/Ascend with a host-side feature on.
+        """
+        hooks = getattr(self.train_network, "host_hooks", ())
+        if dataset_sink_mode and hooks and device_target() in ("GPU", "Ascend"):
+            names = ", ".join(type(hook).__name__ for hook in hooks)
+            raise ValueError(f"For 'Model.train', 'dataset_sink_mode' must be False on {device_target()} with the "
+                             f"host-side feature(s) {names} on (sink mode runs the train cell inside a data wrapper's "
+                             "graph, where no host code runs between steps), but got True.")
+        return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
 
     def _build_train_network(self):
         if self._optimizer is None:

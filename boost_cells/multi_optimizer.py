@@ -1,18 +1,36 @@
 """Several (network with loss, optimizer) pairs in one loss-scaled step, each in its own overflow window (GANs).
 
-Each pair is a ``BoostTrainOneStepWithLossScaleCell`` (its gradients, overflow detector, loss-scale policy and
-update strategy, accumulation included); this cell only orders the pairs' windows and decides who updates.
+Each pair's step comes from the step factory (``boost_cells.steps``), as a train cell's does: its gradients,
+overflow detector, loss-scale part and update strategy (accumulation and gradient freezing included, per pair);
+this cell only orders the pairs' windows and, where the pairs share a scale or a decision, moves the scale.
 """
 import os
+from types import SimpleNamespace
 
 from mindspore import nn, ops
 
+from .distributed import parallel_info
+from .diagnostics.overflow_locator import FirstOverflowReporter
+from .host_hooks import HostHooks, OverflowReportHook
 from .scaling.group_loss_scale import GroupLossScaleManager
-from .train_cells import BoostTrainOneStepWithLossScaleCell, _check_cells, _PhaseCachingCell, _resolve_config
+from .scaling.loss_scale import HeldLossScale, LossScale
+from .scaling.overflow import make_overflow_detector
+from .steps import make_train_step, make_update_strategy
+from .train_cells import _PhaseCachingCell, check_cells, resolve_config
+from .transforms.freeze import freeze_optimizer, unfrozen
 
 __all__ = ["MultiOptimizerTrainOneStepCell"]
 
 _NAME = "MultiOptimizerTrainOneStepCell"
+
+# Features a config may switch on that do not apply per pair, and why.
+_REFUSED = {
+    "less_bn": "it transforms one classifier's network and optimizer (LessBN, FN head); apply LessBN to a pair's "
+               "network yourself, or switch 'less_bn' off ('boost': {'mode': 'manual', 'less_bn': false})",
+    "dim_reduce": "its PCA matrix describes one network's weights",
+    "loss_scale_group": "a GroupLossScaleManager scales one network's layer groups: use it with "
+                        "BoostTrainOneStepWithLossScaleCell",
+}
 
 
 def _check_pairs(pairs):
@@ -23,7 +41,7 @@ def _check_pairs(pairs):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise TypeError(f"For '{_NAME}', 'pairs[{index}]' must be a (network_with_loss, optimizer) pair, but "
                             f"got {pair!r}.")
-        _check_cells(_NAME, *pair)
+        check_cells(_NAME, *pair)
     return [tuple(pair) for pair in pairs]
 
 
@@ -39,11 +57,11 @@ def _per_pair(arg, value, count):
     return [value] * count
 
 
-def _check_weight_names(steps):
+def _check_weight_names(networks):
     """Distinct network weights must have distinct names, else MindSpore renames every parameter on first call."""
     owner = {}
-    for index, step in enumerate(steps):
-        for weight in step.network.get_parameters():
+    for index, network in enumerate(networks):
+        for weight in network.get_parameters():
             other = owner.setdefault(weight.name, (index, weight))
             if other[1] is not weight:
                 raise ValueError(f"For '{_NAME}', the networks hold two different parameters named "
@@ -51,14 +69,11 @@ def _check_weight_names(steps):
                                  "parameter of the cell. Give the networks' parameters distinct names.")
 
 
-def _name_state_apart(steps):
-    """Prefix ``pair<i>.`` to each Parameter pair ``i`` owns (optimizer, policy, accumulation, loss scale) whose
-    name another pair's state also uses (two optimizers' ``global_step``, two policies' counters).
-
-    A Parameter that pairs share (one shared scale and policy) is one object and keeps its name; network weights
-    are never renamed.
-    """
-    weights = {id(w) for step in steps for w in step.network.get_parameters()}
+def _name_state_apart(steps, weights):
+    """Prefix ``pair<i>.`` to each state Parameter of pair ``i``'s step (its optimizer's, its policy's, its
+    accumulation's, its freezing position) whose name another pair's state also uses (two optimizers'
+    ``global_step``, two policies' counters), once, before anything is compiled. A Parameter that pairs share (one
+    shared scale and policy) is one object and keeps its name; network weights (``weights``, ids) never change."""
     owned = {}
     for index, step in enumerate(steps):
         for param in step.get_parameters():
@@ -80,6 +95,17 @@ def _pair_report_paths(path, count):
     return [f"{stem}.pair{index}{ext}" for index in range(count)]
 
 
+def _check_features(config, shared_overflow):
+    """Refuse, naming the feature, what a config switches on that cannot apply per pair."""
+    for feature, why in _REFUSED.items():
+        if config.enabled(feature):
+            raise ValueError(f"For '{_NAME}', the config switches on '{feature}', which cannot apply per pair: {why}.")
+    if shared_overflow and config.enabled("grad_freeze"):
+        raise ValueError(f"For '{_NAME}', the config switches on 'grad_freeze', which cannot apply with "
+                         "shared_overflow=True: the shared decision needs every pair's gradients before any update, "
+                         "and each frozen step is selected inside the graph as a whole. Use shared_overflow=False.")
+
+
 def _any(flags):
     overflow = flags[0]
     for flag in flags[1:]:
@@ -87,7 +113,7 @@ def _any(flags):
     return overflow
 
 
-class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
+class MultiOptimizerTrainOneStepCell(HostHooks, _PhaseCachingCell):
     """One loss-scaled step over several (network with loss, optimizer) pairs, e.g. a GAN's discriminator and
     generator, each pair in its own overflow window.
 
@@ -103,9 +129,12 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
       set). Deciding needs every flag before any update, so every pair's gradients are taken at the weights the
       step started with; the clean updates then follow in list order. Every policy sees the shared decision.
 
-    With gradient accumulation in the config, each pair accumulates on its own (skipped micro-steps never reach
-    its buffer). Network parameters keep their names; state that pairs own under the same name is prefixed
-    ``pair<i>.`` (see Parameters).
+    The config applies per pair: gradient accumulation (skipped micro-steps never reach a pair's buffer) and
+    gradient freezing (each pair's optimizer frozen by its own network's groups and schedule, selected in the graph;
+    with ``shared_overflow=False`` only, since a shared decision must see every pair's gradients before any
+    update) and AdaSum. ``less_bn``, ``dim_reduce`` and ``loss_scale_group`` are refused at construction, naming
+    the feature. Network parameters keep their names; state that pairs own under the same name is prefixed
+    ``pair<i>.`` at construction, before any step is built (see Parameters).
 
     Args:
         pairs (list): ``(network_with_loss, optimizer)`` tuples; every network receives the same ``*inputs``.
@@ -117,7 +146,7 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
             stand-ins for the NPU float-status ops).
         overflow_report (str): on each pair's first overflowing step, write an overflow report of its network
             (``boost_cells.diagnostics``) for that batch and scale to ``<stem>.pair<i><ext>`` and go on training;
-            overrides the config's ``diagnostics.overflow_report``. Off (default): ``__call__`` is the plain step.
+            overrides the config's ``diagnostics.overflow_report``. A host hook (``boost_cells.host_hooks``).
 
     Parameters (state, checkpointed):
         scale_sense (float32): the shared loss scale; with a list, ``pair<i>.scale_sense`` per pair.
@@ -134,7 +163,7 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
             ``shared_overflow`` is not a bool, a ``scale_sense`` is neither an update cell nor a Tensor, or
             ``overflow_report`` is not a path.
         ValueError: a list ``scale_sense`` or ``overflow_detectors`` of the wrong length, two networks' distinct
-            parameters share a name, or an invalid config.
+            parameters share a name, an invalid config, or a config feature that cannot apply per pair.
     """
 
     def __init__(self, pairs, scale_sense, shared_overflow=False, boost_config=None, *, overflow_detectors=None,
@@ -152,64 +181,81 @@ class MultiOptimizerTrainOneStepCell(_PhaseCachingCell):
             raise TypeError(f"For '{_NAME}', 'overflow_detectors' must be a list with one detector per pair, but "
                             f"got {type(overflow_detectors).__name__}.")
         detectors = _per_pair("overflow_detectors", overflow_detectors, len(pairs))
-        config = _resolve_config(boost_config)
-        report = overflow_report if overflow_report is not None else config.section("diagnostics")["overflow_report"]
-        reports = _pair_report_paths(report, len(pairs))
-        steps = [BoostTrainOneStepWithLossScaleCell(network, optimizer, sense, config, overflow_detector=detector,
-                                                    overflow_report=path)
-                 for (network, optimizer), sense, detector, path in zip(pairs, senses, detectors, reports)]
+        config = resolve_config(boost_config)
+        _check_features(config, shared_overflow)
+        info = parallel_info()
+        networks = [network for network, _ in pairs]
+        _check_weight_names(networks)
+        optimizers = [freeze_optimizer(config, network, optimizer) for network, optimizer in pairs]
         self.shared_scale = not isinstance(scale_sense, (list, tuple))
-        if self.shared_scale:
-            for step in steps[1:]:
-                step.loss_scale = steps[0].loss_scale
-                step.scale_sense = steps[0].scale_sense
-        _check_weight_names(steps)
-        _name_state_apart(steps)
+        scales = [LossScale(senses[0])] if self.shared_scale else [LossScale(sense) for sense in senses]
+        updates = [make_update_strategy(config, unfrozen(optimizer), info, network)
+                   for network, optimizer in zip(networks, optimizers)]
+        self.loss_scales = nn.CellList(scales, auto_prefix=False)
+        # A pair moves its own scale in its step only when it owns it and decides alone; else this cell moves it.
+        self.pairs_move_scales = not self.shared_scale and not shared_overflow
+        steps = []
+        for index, (network, optimizer, update, detector) in enumerate(zip(networks, optimizers, updates, detectors)):
+            scale = scales[0 if self.shared_scale else index]
+            steps.append(make_train_step(
+                network, optimizer, config, info, update,
+                loss_scale=scale if self.pairs_move_scales else HeldLossScale(scale),
+                overflow_detector=detector if detector is not None else make_overflow_detector(info.distributed)))
+        _name_state_apart(steps, {id(w) for network in networks for w in network.get_parameters()})
         # auto_prefix=False: a prefixing CellList (slices of one included) renames every parameter it holds.
         self.steps = nn.CellList(steps, auto_prefix=False)
         self.shared_overflow = shared_overflow
         self.count = len(pairs)
-        self.reporting = report is not None
-
-    def __call__(self, *inputs):
-        if not self.reporting:
-            return super().__call__(*inputs)
-        for step in self.steps:
-            step.overflow_reporter.before_step(step)
-        outputs = super().__call__(*inputs)
-        for step, overflow in zip(self.steps, outputs[1]):
-            step.overflow_reporter.after_step(step, inputs, overflow)
-        return outputs
+        report = overflow_report if overflow_report is not None else config.section("diagnostics")["overflow_report"]
+        sources = [SimpleNamespace(network=network, scale_sense=scales[0 if self.shared_scale else index].scale_sense)
+                   for index, network in enumerate(networks)]
+        self.host_hooks = tuple(OverflowReportHook(FirstOverflowReporter(path), source=source, pair=index)
+                                for index, (source, path) in enumerate(zip(sources, _pair_report_paths(report,
+                                                                                                         self.count)))
+                                if path is not None)
 
     def construct(self, *inputs):
-        losses, flags, grads = (), (), ()
+        if not self.host_hooks_ready:  # a constant while compiling (HostHooks)
+            raise RuntimeError(self.host_hooks_refusal)
+        if self.shared_overflow:
+            return self._shared_decision(inputs)
+        return self._own_decisions(inputs)
+
+    def _own_decisions(self, inputs):
+        """Each pair's whole step in list order; the next pair's inputs wait for this pair's overflow read."""
+        losses, flags, scales = (), (), ()
         for index in range(self.count):
-            step = self.steps[index]
-            loss, step_grads, overflow = step.scaled_gradients(step.loss_scale.value(), inputs)
-            if self.shared_overflow:
-                grads += (step_grads,)
-            elif not overflow:
-                step.update(loss, step_grads)
+            loss, overflow, scale = self.steps[index](*inputs)
             inputs = tuple([ops.depend(value, overflow) for value in inputs])
             losses += (loss,)
             flags += (overflow,)
-        decisions = flags
-        if self.shared_overflow:
-            overflow = _any(flags)
-            for index in range(self.count):
-                step = self.steps[index]
-                if not overflow:
-                    step.update(losses[index], grads[index])
-            decisions = (overflow,) * self.count
-        return losses, flags, self._move_scales(decisions)
+            scales += (scale,)
+        if not self.pairs_move_scales:
+            scales = self._move_scales(flags)
+        return losses, flags, scales
+
+    def _shared_decision(self, inputs):
+        """Every pair's overflow window first (at the step's starting weights), then one decision for all."""
+        losses, flags, grads = (), (), ()
+        for index in range(self.count):
+            loss, step_grads, overflow = self.steps[index].gradients(inputs)
+            inputs = tuple([ops.depend(value, overflow) for value in inputs])
+            losses += (loss,)
+            flags += (overflow,)
+            grads += (step_grads,)
+        overflow = _any(flags)
+        for index in range(self.count):
+            if not overflow:
+                self.steps[index].apply(losses[index], grads[index], inputs)
+        return losses, flags, self._move_scales((overflow,) * self.count)
 
     def _move_scales(self, flags):
         """Run the policies (one per scale) on the skip decisions; the scales after the update, one per pair."""
         if self.shared_scale:
-            _, scale = self.steps[0].loss_scale(_any(flags), ())
+            _, scale = self.loss_scales[0](_any(flags), ())
             return (scale,) * self.count
         scales = ()
         for index in range(self.count):
-            _, scale = self.steps[index].loss_scale(flags[index], ())
+            _, scale = self.loss_scales[index](flags[index], ())
             scales += (scale,)
         return scales

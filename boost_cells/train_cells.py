@@ -1,51 +1,36 @@
-"""The train cells: thin compositions of value-and-grad, overflow check, loss-scale policy and update strategy.
+"""The train cells: ``nn.TrainOneStepCell``s whose step comes from the step factory (``boost_cells.steps``).
 
-Everything is decided in ``__init__`` (features, parallel mode, target); ``construct`` only composes. New
-strategies slot into ``make_update_strategy`` (other update rules: DimReduce) or beside the gradient computation
-(gradient freezing: which parameters get gradients on a step); loss scaling is one part, ``LossScale`` or
-``GroupLossScale`` (a scale per parameter group), chosen by ``make_loss_scale``. Gradient freezing picks, on the
-host before each step, the twin of the cell that differentiates only the scheduled suffix
-(``transforms.freeze.FreezeSchedule``).
+Everything is decided in ``__init__`` (features, parallel mode, target) and built there, every step the cell can
+take included: the full step, or with gradient freezing a ``FreezeSwitch`` that selects the scheduled suffix's step
+inside the graph. ``construct`` only runs it, so a step means the same however MindSpore calls the cell. The
+reference's documented methods and flags are kept for subclasses that write their own ``construct`` (model-zoo
+ports of YOLOv5/YOLOv7 add EMA or gradient clipping that way). Host-side features (the first-overflow report) are
+host hooks (``boost_cells.host_hooks``).
 """
 import warnings
 
 from mindspore import nn, ops
 
-from .auto_boost import latest_config
-from .config import BoostConfig
+from .config import BoostConfig, latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
-from .distributed import make_grad_reducer, parallel_info
+from .distributed import parallel_info
+from .host_hooks import HostHooks, OverflowReportHook
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
 from .shared_optimizer import prefix_own_state, share_prefix
+from .steps import make_train_step, make_update_strategy
 from .transforms import apply_less_bn
-from .transforms.freeze import FreezeOpt, FreezeSchedule, freeze_optimizer, unfrozen
-from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
+from .transforms.freeze import FreezeOpt, freeze_optimizer, unfrozen
+from .updates import AdaSumUpdate, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
-           "make_loss_scale", "make_update_strategy"]
+           "make_loss_scale", "resolve_config"]
 
 
-def _resolve_config(boost_config):
+def resolve_config(boost_config):
+    """A ``BoostConfig`` from a train cell's ``boost_config`` argument; None: the latest ``AutoBoost``'s, else O0."""
     return latest_config() if boost_config is None else BoostConfig.coerce(boost_config)
-
-
-def make_update_strategy(config, optimizer, info, network=None):
-    """The update strategy a config asks for: DimReduce (which re-runs ``network``, the network with loss), AdaSum
-    or a plain reduced step, under accumulation if enabled.
-
-    Stand-alone, AdaSum has one group, and the AdaSum of one group's weight delta is that delta: the plain step.
-    So level O2 trains stand-alone, as the reference's does."""
-    if config.enabled("dim_reduce"):
-        return make_dim_reduce(config.section("dim_reduce"), network, optimizer, info)
-    if config.enabled("adasum") and info.distributed:
-        apply = AdaSumUpdate(optimizer, info, config.section("common")["device_number"])
-    else:
-        apply = ApplyGradients(optimizer, make_grad_reducer(optimizer.parameters, info))
-    if config.accumulation_steps > 1:
-        return GradientAccumulation(config.accumulation_steps, optimizer, apply)
-    return apply
 
 
 def make_loss_scale(scale_sense, config, weights, info):
@@ -59,7 +44,8 @@ def make_loss_scale(scale_sense, config, weights, info):
     return LossScale(scale_sense)
 
 
-def _check_cells(name, network, optimizer):
+def check_cells(name, network, optimizer):
+    """Raise TypeError unless ``network`` is a Cell and ``optimizer`` an optimizer Cell with ``parameters``."""
     if not isinstance(network, nn.Cell):
         raise TypeError(f"For '{name}', 'network' must be a Cell, but got {type(network).__name__}.")
     if not isinstance(optimizer, nn.Cell) or not hasattr(optimizer, "parameters"):
@@ -86,21 +72,34 @@ class _PhaseCachingCell(nn.Cell):
             nn.Cell.compile_phase.fset(self, value)
 
 
-class BoostTrainOneStepCell(_PhaseCachingCell):
-    """One training step with the features of a boost config.
+def _strategy_of(update, kind):
+    """The part of type ``kind`` in an update strategy (itself, or the one an accumulation applies), or None."""
+    inner = update.apply_update if isinstance(update, GradientAccumulation) else update
+    return update if isinstance(update, kind) else inner if isinstance(inner, kind) else None
+
+
+class BoostTrainOneStepCell(HostHooks, _PhaseCachingCell, nn.TrainOneStepCell):
+    """One training step with the features of a boost config; an ``nn.TrainOneStepCell``.
 
     Drop-in for ``mindspore.boost.BoostTrainOneStepCell``, but it returns the loss (the reference returns None
     when ``sens`` is not given) and never renames the network's parameters.
 
     Args:
-        network (Cell): the network with loss. optimizer (Cell): the optimizer.
+        network (Cell): the network with loss. optimizer (Cell): the optimizer (or a ``FreezeOpt``).
         sens (float): the backward pass's initial gradient; default 1.0.
         boost_config (BoostConfig, dict or str): config or JSON path; default: the latest ``AutoBoost``'s
             config, else level O0.
 
-    Gradient freezing is on when the config's ``grad_freeze`` is or ``optimizer`` is a ``FreezeOpt``: then
-    ``freeze`` (a ``FreezeSchedule``, Parameter ``grad_freeze.position``) runs each step, on the host, as this
-    cell (index 0) or a twin over the scheduled suffix; ``freeze.current_index()`` is the next step's index.
+    Attributes (``nn.TrainOneStepCell``'s, with the reference's meaning, for subclasses):
+        network, optimizer, weights, grad (``GradOperation`` with ``sens_param``), sens, reducer_flag,
+        grad_reducer (the reduction a subclass applies before the methods below: the world's, the AdaSum group's,
+        or an identity stand-alone), hyper_map (``ops.HyperMap``).
+        freeze (bool): gradient freezing is on (the config's ``grad_freeze``, or a ``FreezeOpt`` optimizer).
+        use_grad_accumulation (bool), max_accumulation_step (int): accumulation and its micro-steps.
+        enable_adasum, enable_dim_reduce (bool): AdaSum (data-parallel only) and DimReduce are on.
+        train_step (Cell): the step ``construct`` runs (``boost_cells.steps``): a ``FreezeSwitch`` (Parameter
+            ``grad_freeze.position``; ``current_index()`` is the next step's first trained group) when freezing.
+        update (Cell): the update strategy of the full step.
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: Tensor, the loss (of this micro-batch when accumulating).
@@ -113,53 +112,74 @@ class BoostTrainOneStepCell(_PhaseCachingCell):
     _reports_overflow = False
 
     def __init__(self, network, optimizer, sens=None, boost_config=None):
-        super().__init__(auto_prefix=False)
-        _check_cells(type(self).__name__, network, optimizer)
-        self.boost_config = _resolve_config(boost_config)
-        optimizer = freeze_optimizer(self.boost_config, network, optimizer)
-        self.network = network
-        self.network.set_grad()
-        self.optimizer = optimizer
-        self.weights = optimizer.parameters
-        self.sens = 1.0 if sens is None else sens
-        self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
+        self._init_boost(network, optimizer, sens, boost_config)
+        self.train_step = make_train_step(self.network, self.optimizer, self.boost_config, self.parallel,
+                                          self.update, sens=self.sens)
+        self._name_own_state()
+
+    def _init_boost(self, network, optimizer, sens, boost_config):
+        """What both train cells set up before their step: ``nn.TrainOneStepCell``'s attributes, the flags and the
+        full step's update strategy."""
+        check_cells(type(self).__name__, network, optimizer)
+        config = resolve_config(boost_config)
+        optimizer = freeze_optimizer(config, network, optimizer)
+        nn.TrainOneStepCell.__init__(self, network, optimizer, sens)
+        self.boost_config = config
+        self.hyper_map = ops.HyperMap()
         self.parallel = parallel_info()
-        self.update = make_update_strategy(self.boost_config, unfrozen(optimizer), self.parallel, network)
-        self.update_takes_inputs = getattr(self.update, "takes_inputs", False)
-        self.freeze = FreezeSchedule(optimizer) if isinstance(optimizer, FreezeOpt) else None
-        if not self._reports_overflow and self.boost_config.section("diagnostics")["overflow_report"] is not None:
+        self.freeze = isinstance(optimizer, FreezeOpt)
+        self.max_accumulation_step = config.accumulation_steps
+        self.use_grad_accumulation = self.max_accumulation_step > 1
+        self.enable_dim_reduce = config.enabled("dim_reduce")
+        self.update = make_update_strategy(config, unfrozen(optimizer), self.parallel, network)
+        self.enable_adasum = _strategy_of(self.update, AdaSumUpdate) is not None
+        reducer = getattr(self.update, "grad_reducer", None)
+        self.grad_reducer = reducer if reducer is not None else nn.Identity()
+        if not self._reports_overflow and config.section("diagnostics")["overflow_report"] is not None:
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
                              "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
                              "with a 'loss_scale' section in build_train_network).")
-        self.state_prefix = share_prefix(optimizer, self)
-        prefix_own_state(self, self.state_prefix, network, optimizer)
 
-    def _suffix_step(self, optimizer):
-        """This cell's step over ``optimizer``'s parameters only (gradient freezing's frozen steps)."""
-        return BoostTrainOneStepCell(self.network, optimizer, self.sens, boost_config=self._suffix_config())
+    def _name_own_state(self):
+        """A second train cell on the same optimizer prefixes its own state (``boost_cells.shared_optimizer``)."""
+        self.state_prefix = share_prefix(self.optimizer, self)
+        prefix_own_state(self, self.state_prefix, self.network, self.optimizer)
 
-    def _suffix_config(self):
-        raw = self.boost_config.to_dict()
-        raw["boost"].update(mode="manual", grad_freeze=False)
-        raw["diagnostics"]["overflow_report"] = None  # this cell's reporter covers its suffix steps
-        return raw
+    def check_adasum_enable(self):
+        """Whether AdaSum combines the ranks' updates (the config's ``adasum``, data-parallel)."""
+        return self.enable_adasum
 
-    def __call__(self, *inputs):
-        if self.freeze is None:
-            return super().__call__(*inputs)
-        return self.freeze.run(self, super().__call__, self._suffix_step, *inputs)
+    def check_dim_reduce_enable(self):
+        """Whether DimReduce is the update (the config's ``dim_reduce``)."""
+        return self.enable_dim_reduce
 
-    def _update(self, loss, grads, inputs):
-        """The update strategy's step; a strategy with ``takes_inputs`` (DimReduce) also gets the step's inputs."""
-        if self.update_takes_inputs:
-            return self.update(loss, grads, *inputs)
-        return self.update(loss, grads)
+    def gradient_freeze_process(self, *inputs):
+        """One step over the suffix the freezing schedule selects (inside the graph); the full step when freezing is
+        off. Outputs as ``construct``."""
+        return self.train_step(*inputs)
+
+    def gradient_accumulation_process(self, loss, grads, sens, *inputs):
+        """Accumulate ``grads`` (already reduced by ``grad_reducer``, as in the reference's ``construct``); on the
+        cycle's last micro-step apply their mean (through AdaSum when on). ``sens`` and ``inputs`` are the
+        reference's arguments, unused. Returns ``loss`` depending on it."""
+        if not self.use_grad_accumulation:
+            raise ValueError(f"For '{type(self).__name__}', 'gradient_accumulation_process' needs gradient "
+                             "accumulation on (a config with 'grad_accumulation' and a step count >= 2).")
+        return self.update.apply_reduced(loss, grads)
+
+    def adasum_process(self, loss, grads):
+        """One optimizer step on ``grads`` (already averaged within the AdaSum group by ``grad_reducer``), then the
+        AdaSum combination of the groups' weight deltas. Returns ``loss`` depending on it."""
+        adasum = _strategy_of(self.update, AdaSumUpdate)
+        if adasum is None:
+            raise ValueError(f"For '{type(self).__name__}', 'adasum_process' needs AdaSum on (a config with 'adasum' "
+                             "in data-parallel training).")
+        return adasum.apply_reduced(loss, grads)
 
     def construct(self, *inputs):
-        loss = self.network(*inputs)
-        sens = ops.fill(loss.dtype, loss.shape, self.sens)
-        grads = self.grad(self.network, self.weights)(*inputs, sens)
-        return self._update(loss, grads, inputs)
+        if not self.host_hooks_ready:  # a constant while compiling (HostHooks)
+            raise RuntimeError(self.host_hooks_refusal)
+        return self.train_step(*inputs)
 
 
 class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
@@ -176,10 +196,16 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
             ``nn.FixedLossScaleUpdateCell``, ``DynamicLossScaleUpdate``), a fixed scale Tensor of shape () or (1,),
             or a ``GroupLossScaleManager`` (a scale per parameter group; required when ``loss_scale_group`` is on).
         boost_config: as ``BoostTrainOneStepCell``.
-        overflow_detector (Cell): overrides the target's detector (see ``boost_cells.overflow``).
+        overflow_detector (Cell): overrides the target's detector (see ``boost_cells.scaling.overflow``).
         overflow_report (str): on the first overflowing step, write an overflow report (``boost_cells.diagnostics``)
             for that batch and scale to this path and go on training; overrides the config's
-            ``diagnostics.overflow_report``. Off (default): ``__call__`` is the plain step.
+            ``diagnostics.overflow_report``. A host hook: the cell then refuses to be compiled nested in another
+            Cell's graph (dataset sink mode). Off (default): nothing runs on the host.
+
+    Attributes (the reference's, for subclasses): ``scale_sense`` (the scale Parameter), ``loss_scaling_manager``
+    (the update cell, or None for a fixed Tensor scale), and the methods ``_start_overflow_check``,
+    ``_get_overflow_status``, ``_process_loss_scale``; ``loss_scale`` (the loss-scale part) and
+    ``overflow_detector``.
 
     Parameters (state, checkpointed):
         scale_sense (float32): the current loss scale (with a ``GroupLossScaleManager``, a constant 1 Tensor: the
@@ -202,50 +228,41 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
 
     def __init__(self, network, optimizer, scale_sense, boost_config=None, *, overflow_detector=None,
                  overflow_report=None):
-        super().__init__(network, optimizer, sens=None, boost_config=boost_config)
+        self._init_boost(network, optimizer, None, boost_config)
         self.loss_scale = make_loss_scale(scale_sense, self.boost_config, self.weights, self.parallel)
-        # What a freezing twin's loss-scale part is built from (its state is then swapped for this cell's); in a
-        # tuple, so it stays host-side instead of becoming a second path to a sub-cell.
-        self._twin_scale_sense = (scale_sense,)
         self.scale_sense = self.loss_scale.scale_sense
+        self.loss_scaling_manager = getattr(self.loss_scale, "policy", None) if isinstance(scale_sense, nn.Cell) \
+            else None
         self.overflow_detector = overflow_detector if overflow_detector is not None \
             else make_overflow_detector(self.parallel.distributed)
         report_path = overflow_report if overflow_report is not None \
             else self.boost_config.section("diagnostics")["overflow_report"]
-        self.overflow_reporter = None if report_path is None else FirstOverflowReporter(report_path)
-        prefix_own_state(self, self.state_prefix, network, optimizer)
-
-    def __call__(self, *inputs):
-        if self.overflow_reporter is None:
-            return super().__call__(*inputs)
-        return self.overflow_reporter.step(self, super().__call__, inputs)
-
-    def _suffix_step(self, optimizer):
-        return BoostTrainOneStepWithLossScaleCell(self.network, optimizer, self._twin_scale_sense[0],
-                                                  boost_config=self._suffix_config(),
-                                                  overflow_detector=self.overflow_detector)
+        if report_path is not None:
+            self.host_hooks = (OverflowReportHook(FirstOverflowReporter(report_path)),)
+        self.train_step = make_train_step(self.network, self.optimizer, self.boost_config, self.parallel,
+                                          self.update, loss_scale=self.loss_scale,
+                                          overflow_detector=self.overflow_detector)
+        self._name_own_state()
 
     def set_sense_scale(self, sens):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0); with a
         ``GroupLossScaleManager``, every group's scale."""
         self.loss_scale.set_scale(sens)
 
-    def scaled_gradients(self, scale, inputs):
-        """One overflow window: the loss, the gradients of the backward pass started from ``scale`` (float32
-        scalar Tensor) and unscaled by the loss-scale part, and the detector's overflow flag (computed last).
-        ``inputs`` is the tuple of network inputs."""
-        loss = self.network(*inputs)
-        status, sens = self.overflow_detector.start(loss, ops.ones_like(loss) * ops.cast(scale, loss.dtype))
-        grads = self.grad(self.network, self.weights)(*inputs, sens)
-        grads = self.loss_scale.unscale(scale, grads)
-        return loss, grads, self.overflow_detector(status, grads)
+    def _start_overflow_check(self, pre_cond, compute_input):
+        """The reference's: start an overflow window after ``pre_cond`` (the loss); returns ``(status,
+        compute_input)``, the backward pass to consume the returned ``compute_input`` (its sens)."""
+        return self.overflow_detector.start(pre_cond, compute_input)
 
-    def construct(self, *inputs):
-        loss, grads, overflow = self.scaled_gradients(self.loss_scale.value(), inputs)
-        overflow, new_scale = self.loss_scale(overflow, grads)
-        if not overflow:
-            self._update(loss, grads, inputs)
-        return loss, overflow, new_scale
+    def _get_overflow_status(self, status, compute_output):
+        """The reference's: the overflow flag of the window ``status`` over ``compute_output`` (the gradients),
+        identical on every rank."""
+        return self.overflow_detector(status, compute_output)
+
+    def _process_loss_scale(self, overflow):
+        """The reference's: run the loss-scale policy on ``overflow`` (updates ``scale_sense``); returns the flag
+        that decides the skip."""
+        return self.loss_scale(overflow, ())[0]
 
 
 def build_train_network(network_with_loss, optimizer, config, loss_scale_manager=None):

@@ -232,7 +232,7 @@ def test_train_cell_argument_and_off_state(graph_mode, tmp_path):
     cell = _train(backward_overflow_net(), overflow_report=str(path))
     _run(cell, 1, tuple(Tensor(a) for a in mlp_batch(1e-3)))
     assert strict_json(path.read_text())["records"][0]["name"] == "classifier"
-    assert _train(backward_overflow_net()).overflow_reporter is None
+    assert _train(backward_overflow_net()).host_hooks == ()
 
 
 def test_option_needs_a_loss_scaled_cell_and_a_path():

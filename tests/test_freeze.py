@@ -166,7 +166,7 @@ def momentum_run():
                                          boost_config={"level": "O0"})
             states, indices, batches = [state(cell)], [], [data(s) for s in range(6)]
             for inputs in batches:
-                indices.append(cell.freeze.current_index())
+                indices.append(cell.train_step.current_index())
                 cell(*inputs)
                 states.append(state(cell))
             runs[mode] = net, cell, states, indices, batches, lrs
@@ -205,7 +205,7 @@ def test_adam_state_frozen_and_graphs_per_index(mode):
     names = [p.name for p in net.trainable_params()]
     before = state(cell)
     for step in range(4):
-        index = cell.freeze.current_index()
+        index = cell.train_step.current_index()
         cell(*data(step))
         after = state(cell)
         for j, name in enumerate(names):
@@ -213,7 +213,7 @@ def test_adam_state_frozen_and_graphs_per_index(mode):
                 assert np.array_equal(before[key], after[key]) == (j < GROUP_STARTS[index]), (step, key)
         assert not np.array_equal(before["beta1_power"], after["beta1_power"])
         before = after
-    steps = cell.freeze.steps
+    steps = cell.train_step.steps
     assert len({id(s) for s in steps}) == 3
     assert [len(s.weights) for s in steps[1:]] == [8, 4]
     plain = BoostTrainOneStepCell(*mlp_setup("adam")[1:], boost_config={"level": "O0"})
@@ -281,10 +281,10 @@ def test_freeze_with_accumulation_matches_numpy(mode):
     velocity = [np.zeros_like(p) for p in params]
     indices = []
     for update in range(4):
-        index = cell.freeze.current_index()
+        index = cell.train_step.current_index()
         grads = []
         for micro in range(2):
-            assert cell.freeze.current_index() == index
+            assert cell.train_step.current_index() == index
             x, y = data(10 * update + micro, n=4)
             cell(x, y)
             grads.append(numpy_mlp_grads(params, x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64)))
@@ -309,7 +309,7 @@ def test_freeze_with_loss_scale_planted_overflow(mode):
     control_net, control = make()
     cell(*data(0))
     control(*data(0))
-    assert cell.freeze.current_index() == 1
+    assert cell.train_step.current_index() == 1
     before = state(cell)
     x, y = data(1)
     poisoned = y.asnumpy()
@@ -319,7 +319,7 @@ def test_freeze_with_loss_scale_planted_overflow(mode):
     after = state(cell)
     changed = [k for k in before if not np.array_equal(before[k], after[k])]
     assert sorted(changed) == ["loss_scale.clean_steps", "scale_sense"]  # only the loss-scale policy's state
-    assert cell.freeze.current_index() == 1
+    assert cell.train_step.current_index() == 1
     for step in range(1, 3):
         cell(*data(step))
         control(*data(step))
@@ -344,7 +344,7 @@ def test_resume_continues_the_sequence(tmp_path):
     assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path), strict_load=True)[0]
     seen = []
     for step in range(5, 8):
-        seen.append(resumed.freeze.current_index())
+        seen.append(resumed.train_step.current_index())
         resumed(*data(step))
         cell(*data(step))
     assert seen == upcoming
@@ -364,11 +364,11 @@ def test_frozen_for_good_query():
     assert cell.optimizer.strategy == (0, 1, 1, 2)
     seen = []
     for step in range(5):
-        seen.append((cell.freeze.current_index(), cell.freeze.frozen_for_good()))
+        seen.append((cell.train_step.current_index(), cell.train_step.frozen_for_good()))
         cell(*data(step))
     assert seen == [(0, 0), (1, 1), (1, 1), (2, 2), (2, 2)]  # the last index holds
     cyclic = FreezeOpt(opt, [net_with_loss.trainable_params(), net_with_loss.trainable_params()[4:]], [1, 1, 0])
-    assert BoostTrainOneStepCell(net_with_loss, cyclic).freeze.frozen_for_good() == 0
+    assert BoostTrainOneStepCell(net_with_loss, cyclic).train_step.frozen_for_good() == 0
 
 
 class _ConvBNNet(nn.Cell):
@@ -410,7 +410,7 @@ def test_o1_and_lars(graph_mode):
     cell.set_train()
     cell(x, y)
     before = state(cell)
-    assert cell.freeze.current_index() == 1
+    assert cell.train_step.current_index() == 1
     cell(x, y)
     changed = {k for k in before if not np.array_equal(before[k], state(cell)[k])}
     assert not any(k.endswith(("conv1.weight", "bn1.gamma", "bn1.beta")) for k in changed), changed
@@ -442,7 +442,7 @@ def test_entry_points():
     start = state(cell)
     for step in range(3):
         cell(*data(step))
-    assert cell.freeze.steps[1].training  # the twin that ran follows set_train
+    assert cell.train_step.steps[1].training  # the twin that ran follows set_train
     assert np.array_equal(start["layers.0.weight"], state(cell)["layers.0.weight"]) is False
     cells = freeze_cell(False, network, freeze_opt, 1.0, None, True, max_accumulation_step=2)
     assert len(cells) == 3 and cells[2].update.grad_sums[0] is cells[0].update.grad_sums[8]

@@ -2,9 +2,9 @@
 (where the scale goes next)."""
 from .group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .log2_loss_scale import Log2LossScaleUpdate
-from .loss_scale import DynamicLossScaleUpdate, LossScale, policy_from_config, scale_sense_and_policy
+from .loss_scale import DynamicLossScaleUpdate, HeldLossScale, LossScale, policy_from_config, scale_sense_and_policy
 from .overflow import FiniteCheck, NPUFloatStatusCheck, make_overflow_detector
 
-__all__ = ["DynamicLossScaleUpdate", "FiniteCheck", "GroupLossScale", "GroupLossScaleManager", "Log2LossScaleUpdate",
-           "LossScale", "NPUFloatStatusCheck", "make_overflow_detector", "policy_from_config",
+__all__ = ["DynamicLossScaleUpdate", "FiniteCheck", "GroupLossScale", "GroupLossScaleManager", "HeldLossScale",
+           "Log2LossScaleUpdate", "LossScale", "NPUFloatStatusCheck", "make_overflow_detector", "policy_from_config",
            "scale_sense_and_policy"]

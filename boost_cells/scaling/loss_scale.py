@@ -11,7 +11,7 @@ from mindspore.common import dtype as mstype
 from ..config import check_scale_bounds
 from .log2_loss_scale import Log2LossScaleUpdate
 
-__all__ = ["DynamicLossScaleUpdate", "LossScale", "scale_sense_and_policy", "policy_from_config"]
+__all__ = ["DynamicLossScaleUpdate", "HeldLossScale", "LossScale", "scale_sense_and_policy", "policy_from_config"]
 
 unscale_by = ops.MultitypeFuncGraph("unscale_by")
 
@@ -162,6 +162,33 @@ class LossScale(nn.Cell):
     def construct(self, overflow, grads):
         overflow = self.policy(self.scale_sense, overflow)
         return overflow, self.identity(ops.depend(self.scale_sense, overflow))
+
+
+class HeldLossScale(nn.Cell):
+    """A loss-scale part over another ``LossScale``'s scale that leaves the scale where it is.
+
+    A step built on it starts its backward pass from that scale, unscales by it and skips on its own overflow, but
+    its ``construct(overflow, grads)`` returns ``(overflow, scale)`` without running the policy: the owner moves the
+    scale once per step (the GAN cell's scale shared by several optimizers, or its shared skip decision).
+
+    Args:
+        loss_scale (LossScale): the part that owns the scale and its policy.
+    """
+
+    def __init__(self, loss_scale):
+        super().__init__(auto_prefix=False)
+        self.owner = loss_scale
+        self.scale_sense = loss_scale.scale_sense
+        self.identity = ops.Identity()
+
+    def value(self):
+        return self.owner.value()
+
+    def unscale(self, value, grads):
+        return self.owner.unscale(value, grads)
+
+    def construct(self, overflow, grads):
+        return overflow, self.identity(self.scale_sense)
 
 
 def policy_from_config(section):

@@ -2,15 +2,16 @@
 
 Each transform takes the user's network or optimizer and returns a changed one before the train cell is built;
 the network's parameter names stay as they were, so checkpoints load into the plain network. Gradient freezing
-(``freeze``) also picks, step by step, the suffix of layer groups that trains; ``prefix_cache`` caches the outputs
-of a prefix frozen for good.
+(``freeze``) also selects, step by step and inside the graph, the step over the suffix of layer groups that
+trains (``FreezeSwitch``, over steps the train cells build); ``prefix_cache`` caches the outputs of a prefix frozen
+for good.
 """
 from .centralization import OptimizerProcess, ParameterProcess
 from .fn_head import CommonHeadLastFN
-from .freeze import FreezeOpt, FreezeSchedule, GradientFreeze, freeze_cell, freeze_index_sequence, freeze_optimizer
+from .freeze import FreezeOpt, FreezeSwitch, GradientFreeze, freeze_index_sequence, freeze_optimizer, unfrozen
 from .less_bn import LessBN, apply_less_bn
 from .prefix_cache import PrefixCache, Stages, split_stages
 
-__all__ = ["CommonHeadLastFN", "FreezeOpt", "FreezeSchedule", "GradientFreeze", "LessBN", "OptimizerProcess",
-           "ParameterProcess", "PrefixCache", "Stages", "apply_less_bn", "freeze_cell", "freeze_index_sequence",
-           "freeze_optimizer", "split_stages"]
+__all__ = ["CommonHeadLastFN", "FreezeOpt", "FreezeSwitch", "GradientFreeze", "LessBN", "OptimizerProcess",
+           "ParameterProcess", "PrefixCache", "Stages", "apply_less_bn", "freeze_index_sequence", "freeze_optimizer",
+           "split_stages", "unfrozen"]

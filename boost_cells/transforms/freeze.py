@@ -2,9 +2,11 @@
 
 The parameters are split front to back into ``param_groups`` nested suffixes (group ``k`` = the layers from the
 ``k``-th boundary to the end); a schedule (the *train strategy*) says, step by step, from which group training
-starts. A step that trains from group ``k`` computes no gradient for the groups before it: in GRAPH_MODE it is a
-graph of its own whose ``GradOperation`` covers the suffix's weights only, so the backward pass stops at the
-first trained layer, and the host picks the graph before each step (``FreezeSchedule``), not a tensor switch.
+starts. A step that trains from group ``k`` computes no gradient for the groups before it: its ``GradOperation``
+covers the suffix's weights only, so the backward pass stops at the first trained layer. ``FreezeSwitch`` picks
+that step inside the compiled graph, indexed by the schedule position (a Parameter), as the reference indexes its
+``freeze_nets`` by a Tensor: freezing holds however MindSpore calls the train cell (directly, nested in another
+Cell's graph as dataset sink mode does, from a subclass's ``construct``, in PyNative).
 
 Every suffix optimizer shares the state of the user's optimizer (moments, ``global_step``, learning rate), so a
 frozen parameter and its state stay bit-identical while frozen, and learning-rate schedules count every real
@@ -13,13 +15,13 @@ increments): an overflowing step or an accumulating micro-step keeps the positio
 accumulation cycle trains the same suffix.
 """
 import numpy as np
-from mindspore import Parameter, Tensor, nn
+from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.nn.optim import LARS, Optimizer
 
-from .shared_state import positional_map, share_parameters
+from .shared_state import share_state
 
-__all__ = ["GradientFreeze", "FreezeOpt", "FreezeSchedule", "freeze_cell", "freeze_optimizer",
+__all__ = ["GradientFreeze", "FreezeOpt", "FreezeSwitch", "IndexedCellList", "freeze_optimizer",
            "freeze_index_sequence", "split_layers", "unfrozen", "CONTINUOUS", "INTERVAL", "PROGRESSIVE"]
 
 CONTINUOUS, INTERVAL, PROGRESSIVE = 0, 1, 2
@@ -116,7 +118,7 @@ def _suffix_optimizer(base, parameters):
         return base
     if isinstance(base, LARS):
         suffix = LARS(_suffix_optimizer(base.opt, parameters), **base.init_args)
-        return share_parameters(suffix, base, positional_map(suffix, base), who="FreezeOpt")
+        return share_state(suffix, base, who="FreezeOpt")
     params = base.init_params["params"]
     if isinstance(params[0], dict):
         if any("order_params" in group for group in params):
@@ -133,7 +135,7 @@ def _suffix_optimizer(base, parameters):
     args.update(args.pop("kwargs", {}))
     learning_rate = base.init_learning_rate if base.init_learning_rate is not None else base.learning_rate
     suffix = type(base)(params, learning_rate=learning_rate, **args)
-    return share_parameters(suffix, base, positional_map(suffix, base), who="FreezeOpt")
+    return share_state(suffix, base, who="FreezeOpt")
 
 
 class FreezeOpt(nn.Cell):
@@ -267,24 +269,40 @@ def freeze_optimizer(config, network, optimizer):
     return GradientFreeze(**config.section("grad_freeze")).freeze_generate(network, optimizer)[1]
 
 
-class FreezeSchedule(nn.Cell):
-    """Host-side dispatch of gradient freezing: before each step, pick the step of the scheduled suffix.
+class IndexedCellList(nn.CellList):
+    """A ``CellList`` that an int32 scalar Tensor indexes in both execution modes: GRAPH_MODE compiles
+    ``cells[index]`` into one switch over the cells (MindSpore's ``switch_layer``), PYNATIVE_MODE reads the index on
+    the host. A slice gives a plain list (``nn.CellList`` would build a prefixing CellList that renames the
+    parameters of every cell in it)."""
 
-    The step for group ``k`` is ``full_step`` when group ``k``'s optimizer is the unfrozen one, else a train cell
-    built by ``make_step(optimizer)`` over the suffix (on first use), whose Parameters are all the owner's and whose
-    train/eval mode follows the owner's (``set_train``). After
-    the step the position advances by the number of updates the optimizer really applied (its ``global_step``
-    delta), so overflowing steps and accumulating micro-steps keep it.
+    def __getitem__(self, index):
+        if isinstance(index, Tensor):
+            index = int(index.asnumpy().reshape(-1)[0])
+        if isinstance(index, slice):
+            return list(self)[index]
+        return super().__getitem__(index)
+
+
+class FreezeSwitch(nn.Cell):
+    """Gradient freezing inside the graph: the schedule position selects the step of the scheduled suffix.
+
+    ``steps[k]`` is the train step over ``freeze_opt.opts[k]`` (groups whose optimizer is the same object may share
+    one step); only the steps the strategy uses are compiled, as branches of one switch. After the step the position
+    advances by the updates the optimizer really applied (its ``global_step`` delta): cyclic strategies wrap around,
+    others hold their last entry.
 
     Args:
         freeze_opt (FreezeOpt): groups, suffix optimizers and strategy.
+        steps (list of Cell): one step per group, all with the same inputs and outputs.
 
     Parameters (state, checkpointed):
         grad_freeze.position (int32): the position in the strategy, in ``[0, len(strategy))``.
         (``global_step`` is the optimizer's own Parameter, only read here.)
+
+    Inputs: the steps' inputs. Outputs: the selected step's outputs.
     """
 
-    def __init__(self, freeze_opt):
+    def __init__(self, freeze_opt, steps):
         super().__init__(auto_prefix=False)
         self.strategy = freeze_opt.strategy
         self.cyclic = freeze_opt.cyclic
@@ -292,10 +310,16 @@ class FreezeSchedule(nn.Cell):
         for t in range(len(floors) - 2, -1, -1):
             floors[t] = min(floors[t], floors[t + 1])
         self.floors = tuple(floors) if not self.cyclic else (min(self.strategy),) * len(floors)
-        self.optimizers = (unfrozen(freeze_opt),) + freeze_opt.opts
+        branches, branch_of = [], {}
+        for group in sorted(set(self.strategy)):
+            if id(steps[group]) not in branch_of:
+                branch_of[id(steps[group])] = len(branches)
+                branches.append(steps[group])
+        self.steps = IndexedCellList(branches, auto_prefix=False)
+        self.branch_at = Tensor(np.array([branch_of[id(steps[group])] for group in self.strategy], np.int32))
+        self.length = len(self.strategy)
         self.global_step = unfrozen(freeze_opt).global_step
         self.position = Parameter(Tensor(0, mstype.int32), name="grad_freeze.position", requires_grad=False)
-        self.steps = None
 
     def current_index(self):
         """The first group the next step trains (host int); groups before it get no gradient."""
@@ -311,63 +335,13 @@ class FreezeSchedule(nn.Cell):
         """Feature state for ``BoostMonitor``: the group the next step trains from."""
         return {"freeze_group": self.current_index()}
 
-    def _updates(self):
-        return int(self.global_step.asnumpy().reshape(-1)[0])
-
-    def run(self, owner, full_step, make_step, *inputs):
-        """One step of ``owner`` (a train cell) on ``inputs``."""
-        if self.steps is None:
-            built = {id(self.optimizers[0]): full_step}
-            for optimizer in self.optimizers[1:]:
-                if id(optimizer) not in built:
-                    built[id(optimizer)] = share_parameters(make_step(optimizer), owner, who="grad_freeze")
-            self.steps = tuple(built[id(optimizer)] for optimizer in self.optimizers[1:])
-        position = int(self.position.asnumpy())
-        step = self.steps[self.strategy[position]]
-        if isinstance(step, nn.Cell) and step.training != owner.training:
-            step.set_train(owner.training)
-        before = self._updates()
-        outputs = step(*inputs)
-        applied = self._updates() - before
-        if applied:
-            position += applied
-            length = len(self.strategy)
-            position = position % length if self.cyclic else min(position, length - 1)
-            self.position.set_data(Tensor(position, mstype.int32))
-        return outputs
-
-
-def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulation, mean=None, degree=None,
-                max_accumulation_step=1):
-    """One train step per group of ``optimizer`` (a ``FreezeOpt``); drop-in for ``mindspore.boost.freeze_cell``.
-
-    Each is a ``BoostTrainOneStepCell`` over the group's suffix optimizer, with gradient accumulation over
-    ``max_accumulation_step`` micro-steps when ``use_grad_accumulation`` (sharing one buffer set, where the
-    reference crashes), reducing across ranks as the current parallel context says; ``grad`` replaces its
-    ``GradOperation`` when given.
-
-    Raises:
-        TypeError: ``optimizer`` is not a FreezeOpt. ValueError: ``reducer_flag``, ``mean`` or ``degree``
-        disagree with the parallel context.
-    """
-    from ..distributed import parallel_info  # pylint: disable=import-outside-toplevel
-    from ..train_cells import BoostTrainOneStepCell  # pylint: disable=import-outside-toplevel
-    if not isinstance(optimizer, FreezeOpt):
-        raise TypeError(f"For 'freeze_cell', 'optimizer' must be a FreezeOpt, but got {type(optimizer).__name__}.")
-    info = parallel_info()
-    if bool(reducer_flag) != info.distributed or (reducer_flag and (
-            (mean is not None and bool(mean) != info.gradients_mean) or (degree not in (None, info.size)))):
-        raise ValueError(f"For 'freeze_cell', reducer_flag={reducer_flag}, mean={mean}, degree={degree} disagree with "
-                         f"the parallel context (distributed={info.distributed}, gradients_mean="
-                         f"{info.gradients_mean}, size={info.size}).")
-    config = {"level": "O0"}
-    if use_grad_accumulation and max_accumulation_step > 1:
-        config = {"boost": {"mode": "manual", "grad_accumulation": True},
-                  "grad_accumulation": {"grad_accumulation_step": int(max_accumulation_step)}}
-    cells = []
-    for opt in optimizer.opts:
-        cell = BoostTrainOneStepCell(network, opt, sens, boost_config=config)
-        if grad is not None:
-            cell.grad = grad
-        cells.append(share_parameters(cell, cells[0], who="freeze_cell") if cells else cell)
-    return tuple(cells)
+    def construct(self, *inputs):
+        before = ops.reshape(self.global_step, ()) + 0
+        outputs = self.steps[self.branch_at[self.position]](*ops.depend(inputs, before))
+        applied = ops.reshape(ops.depend(self.global_step, outputs), ()) - before
+        position = self.position + applied
+        if self.cyclic:
+            position = position % self.length
+        else:
+            position = ops.minimum(position, self.length - 1)
+        return ops.depend(outputs, ops.assign(self.position, position))

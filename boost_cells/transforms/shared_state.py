@@ -1,76 +1,70 @@
-"""Make a freshly built Cell use another Cell's state: every Parameter it holds is swapped for the owner's.
+"""Make a suffix copy of an optimizer use the state of the optimizer it was copied from.
 
-Gradient freezing builds one optimizer (and one train step) per trained suffix of the network. Those copies must
-not own state of their own: the moments, step counters, loss scale and accumulation buffers are the owner's, so a
-suffix step updates exactly the state a full step would, and no two distinct Parameters share a name (MindSpore
-would then rename every parameter of the cell on its first call).
+Gradient freezing builds one optimizer per trained suffix of the network (``FreezeOpt.opts``): the same class and
+arguments over fewer weights. Those copies must not own state of their own: the moments, step counters and
+learning rates are the original's, so a suffix step updates exactly the state a full step would, and a checkpoint
+holds one set of optimizer state under the usual names.
+
+The copy is re-pointed through the Cell attribute protocol only (``setattr``/``delattr``, the way the copy's own
+``__init__`` set its state), matched by attribute name, never by Parameter name: the original's state may have been
+renamed (``pair0.global_step`` in the GAN cell) without breaking the match.
 """
 from mindspore import Parameter, ParameterTuple
 
-from ..shared_optimizer import unprefixed
-
-__all__ = ["share_parameters", "positional_map"]
+__all__ = ["share_state"]
 
 
 def _is_parameter_sequence(value):
     return isinstance(value, (list, tuple)) and value and all(isinstance(v, Parameter) for v in value)
 
 
-def positional_map(copy, owner, attribute_names=None):
-    """``{id(copy's Parameter): owner's Parameter}`` for per-weight state tuples, matched by weight.
-
-    For every ParameterTuple attribute of ``copy`` with one entry per weight of ``copy.parameters`` (moments,
-    per-weight learning rates) whose namesake on ``owner`` has one entry per weight of ``owner.parameters``, entry
-    ``j`` maps to the owner's entry of the same weight. Names are not used, so per-group state whose names depend
-    on the group's index (``learning_rate_group_0``) still maps to the right Parameter.
-    """
-    position = {id(p): i for i, p in enumerate(owner.parameters)}
-    mine = [position[id(p)] for p in copy.parameters]
-    mapping = {}
-    for name, value in vars(copy).items():
-        theirs = getattr(owner, name, None)
-        if isinstance(value, ParameterTuple) and len(value) == len(mine) and isinstance(theirs, ParameterTuple) \
-                and len(theirs) == len(position):
-            for j, parameter in enumerate(value):
-                mapping[id(parameter)] = theirs[mine[j]]
-    return mapping
+def _counterparts(name, mine, theirs, copy, owner, who):
+    """The owner's entries for the copy's Parameter sequence ``name``: by weight when both hold one entry per weight
+    of their optimizer (moments, per-weight learning rates), else entry by entry when the lengths agree."""
+    copy_weights = getattr(copy, "parameters", None)
+    owner_weights = getattr(owner, "parameters", None)
+    if copy_weights is not None and owner_weights is not None and len(mine) == len(copy_weights) \
+            and len(theirs) == len(owner_weights):
+        position = {id(w): i for i, w in enumerate(owner_weights)}
+        return [theirs[position[id(w)]] for w in copy_weights]
+    if len(mine) == len(theirs):
+        return list(theirs)
+    raise TypeError(f"For '{who}', the optimizer state '{name}' of a {type(copy).__name__} has {len(mine)} entries "
+                    f"and the original's has {len(theirs)}; this state cannot be split by parameter group.")
 
 
-def share_parameters(cell, owner, mapping=None, who="share_parameters"):
-    """Swap every Parameter held by ``cell`` and its sub-cells for ``owner``'s; returns ``cell``.
-
-    A Parameter is swapped for ``mapping[id(p)]`` when given there, else for the owner's Parameter of the same
-    name, compared without the ``share<n>.`` prefix (which only tells apart live train cells on one optimizer, see
-    ``boost_cells.shared_optimizer``); Parameters that already are the owner's stay.
+def share_state(copy, owner, who="share_state"):
+    """Swap every Parameter that ``copy`` and its sub-cells hold for ``owner``'s, attribute by attribute; returns
+    ``copy``. Parameters that already are the owner's (the weights) stay.
 
     Raises:
-        TypeError: a Parameter of ``cell`` has no counterpart in ``owner`` (state the copy would own alone).
+        TypeError: a state Parameter of ``copy`` has no counterpart in ``owner`` (state the copy would own alone).
     """
-    mapping = dict(mapping or {})
-    owned = {id(p): p for _, p in owner.parameters_and_names()}
-    by_name = {unprefixed(p.name): p for p in owned.values()}
-
-    def swap(parameter):
-        if id(parameter) in owned:
-            return parameter
-        if id(parameter) not in mapping:
-            if unprefixed(parameter.name) not in by_name:
-                raise TypeError(f"For '{who}', the state Parameter '{parameter.name}' of a {type(cell).__name__} "
-                                f"has no counterpart in the {type(owner).__name__} whose state it must share; it keeps "
-                                "state that cannot be split by parameter group.")
-            mapping[id(parameter)] = by_name[unprefixed(parameter.name)]
-        return mapping[id(parameter)]
-
-    for _, sub in cell.cells_and_names():
-        params = sub.__dict__["_params"]
-        entries = list(params.items())
-        params.clear()
-        for key, parameter in entries:
-            new = parameter if parameter is None else swap(parameter)
-            params[new.name if new is not None and key == parameter.name else key] = new
+    owned = {id(p) for p in owner.get_parameters()}
+    owner_cells = dict(owner.cells_and_names())
+    for path, sub in copy.cells_and_names():
+        theirs = owner_cells.get(path)
+        if theirs is None:
+            raise TypeError(f"For '{who}', the {type(copy).__name__} copy has a sub-cell '{path}' that the original "
+                            "does not have.")
+        replaced = set()
         for name, value in list(vars(sub).items()):
-            if _is_parameter_sequence(value):
-                swapped = [swap(p) for p in value]
-                kind = ParameterTuple if isinstance(value, ParameterTuple) else type(value)
-                object.__setattr__(sub, name, kind(swapped))
-    return cell
+            if not _is_parameter_sequence(value) or all(id(p) in owned for p in value):
+                continue
+            counterparts = _counterparts(name, value, getattr(theirs, name, ()), sub, theirs, who)
+            for parameter in value:
+                if id(parameter) not in owned and id(parameter) not in replaced:
+                    replaced.add(id(parameter))
+                    if isinstance(value, ParameterTuple):
+                        delattr(sub, parameter.name)
+            kind = ParameterTuple if isinstance(value, ParameterTuple) else type(value)
+            setattr(sub, name, kind(counterparts))
+        for key, parameter in list(sub.parameters_and_names(expand=False)):
+            if id(parameter) in owned:
+                continue
+            counterpart = getattr(theirs, key, None)
+            if not isinstance(counterpart, Parameter):
+                raise TypeError(f"For '{who}', the state Parameter '{parameter.name}' of a {type(copy).__name__} has "
+                                f"no counterpart in the {type(owner).__name__} whose state it must share.")
+            setattr(sub, key, counterpart)
+    return copy

@@ -2,7 +2,10 @@
 
 Contract shared by every strategy: a Cell ``construct(loss, grads) -> loss``, given this rank's unscaled,
 finite gradients; it owns their cross-rank reduction (so accumulation can reduce once per cycle and AdaSum can
-replace the mean), applies the update, and returns ``loss`` made to depend on it. A strategy that must re-run the
+replace the mean), applies the update, and returns ``loss`` made to depend on it. Its ``grad_reducer`` is that
+reduction (None stand-alone). The plain, accumulation and AdaSum strategies also have ``apply_reduced(loss,
+grads)``, for gradients a caller already reduced with ``grad_reducer`` (a train-cell subclass written like the
+reference's ``construct``). A strategy that must re-run the
 network (DimReduce's line search) sets the class attribute ``takes_inputs = True``; the train cells then call it
 as ``construct(loss, grads, *inputs)`` with the step's inputs, and the others keep the two-argument form.
 """

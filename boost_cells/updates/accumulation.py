@@ -41,6 +41,8 @@ class GradientAccumulation(nn.Cell):
         optimizer (Cell): the optimizer; its ``parameters`` shape the buffers.
         apply_update (Cell): the update strategy that applies the mean gradients (``construct(loss, grads)``);
             default ``ApplyGradients(optimizer)``.
+        shared (GradientAccumulation): another accumulation whose counter and buffers this one uses (a suffix
+            step of gradient freezing over some of its weights); default None: its own state.
 
     Parameters (state, checkpointed):
         grad_accumulation.accumulation_step (int32): micro-steps accumulated in the current cycle, in [0, k).
@@ -48,9 +50,11 @@ class GradientAccumulation(nn.Cell):
 
     Inputs: ``loss`` (Tensor), ``grads`` (tuple of Tensor, this rank's gradients).
     Outputs: ``loss``, depending on the accumulation (and, on the k-th micro-step, on the update).
+    ``apply_reduced(loss, grads)`` takes gradients already reduced across ranks (the reference's order) and does
+    not reduce the mean again.
     """
 
-    def __init__(self, max_accumulation_step, optimizer, apply_update=None):
+    def __init__(self, max_accumulation_step, optimizer, apply_update=None, *, shared=None):
         super().__init__(auto_prefix=False)
         if isinstance(max_accumulation_step, bool) or not isinstance(max_accumulation_step, int) \
                 or max_accumulation_step < 1:
@@ -60,22 +64,43 @@ class GradientAccumulation(nn.Cell):
         self.inv_steps = 1.0 / max_accumulation_step
         self.apply_update = apply_update if apply_update is not None else ApplyGradients(optimizer)
         self.hyper_map = ops.HyperMap()
-        self.grad_sums = ParameterTuple(
-            Parameter(Tensor(np.zeros(w.shape, np.float32)), name="grad_accumulation." + w.name, requires_grad=False)
-            for w in optimizer.parameters)
-        self.accumulation_step = Parameter(Tensor(0, mstype.int32), name="grad_accumulation.accumulation_step",
-                                           requires_grad=False)
+        if shared is None:
+            self.grad_sums = ParameterTuple(
+                Parameter(Tensor(np.zeros(w.shape, np.float32)), name="grad_accumulation." + w.name,
+                          requires_grad=False)
+                for w in optimizer.parameters)
+            self.accumulation_step = Parameter(Tensor(0, mstype.int32), name="grad_accumulation.accumulation_step",
+                                               requires_grad=False)
+        else:
+            position = {weight_id: i for i, weight_id in enumerate(shared.weight_ids)}
+            self.grad_sums = ParameterTuple(shared.grad_sums[position[id(w)]] for w in optimizer.parameters)
+            self.accumulation_step = shared.accumulation_step
+        self.weight_ids = tuple(id(w) for w in optimizer.parameters)
+
+    @property
+    def grad_reducer(self):
+        """The cross-rank reduction applied once per cycle (the update strategy's), or None."""
+        return getattr(self.apply_update, "grad_reducer", None)
 
     def monitor_state(self):
         """For ``BoostMonitor`` (host side, once per report): the micro-steps done in the current cycle."""
         return {"accumulation_step": int(self.accumulation_step.asnumpy())}
 
-    def construct(self, loss, grads):
+    def _micro_step(self, loss, grads, reduced):
         added = self.hyper_map(_accumulate, self.grad_sums, grads)
         step = ops.depend(self.accumulation_step + 1, added)
         if step >= self.max_accumulation_step:
             means = self.hyper_map(ops.partial(_mean, self.inv_steps), self.grad_sums, grads)
-            loss = self.apply_update(loss, means)
+            if reduced:
+                loss = self.apply_update.apply_reduced(loss, means)
+            else:
+                loss = self.apply_update(loss, means)
             loss = ops.depend(loss, self.hyper_map(ops.partial(_clear, loss), self.grad_sums))
             step = ops.zeros_like(step)
         return ops.depend(loss, ops.assign(self.accumulation_step, step))
+
+    def apply_reduced(self, loss, grads):
+        return self._micro_step(loss, grads, True)
+
+    def construct(self, loss, grads):
+        return self._micro_step(loss, grads, False)

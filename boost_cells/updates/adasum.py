@@ -130,15 +130,20 @@ class AdaSumUpdate(nn.Cell):
     Args:
         optimizer (Cell): the optimizer. info (ParallelInfo): the data-parallel setting (must be distributed).
         device_number (int): ranks per group (``common.device_number``).
+        shared (AdaSumUpdate): another AdaSum update whose saved weights this one uses (a suffix step of gradient
+            freezing over some of its weights); default None: its own.
 
     Parameters (state, checkpointed):
         adasum.old.<weight name>: the weights before this step's optimizer update.
+
+    ``apply_reduced(loss, grads)`` takes gradients already averaged within the group (by ``grad_reducer``, the
+    reference's order).
 
     Raises:
         ValueError: stand-alone training, or a rank count AdaSum cannot serve (names the count and the rule).
     """
 
-    def __init__(self, optimizer, info, device_number):
+    def __init__(self, optimizer, info, device_number, *, shared=None):
         super().__init__(auto_prefix=False)
         if not info.distributed:
             raise ValueError("For 'AdaSum', the 'adasum' feature needs data-parallel training (launch with msrun and "
@@ -149,18 +154,25 @@ class AdaSumUpdate(nn.Cell):
         if device_number > 1:
             first = info.rank // device_number * device_number
             name = ensure_group(f"boost_cells_group_{first}_{device_number}", range(first, first + device_number))
-            self.group_reducer = nn.DistributedGradReducer(self.weights, True, device_number, group=name)
+            self.grad_reducer = nn.DistributedGradReducer(self.weights, True, device_number, group=name)
         else:
-            self.group_reducer = None
-        self.old_weights = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32), w.dtype),
-                                                    name="adasum.old." + w.name, requires_grad=False)
-                                          for w in self.weights)
+            self.grad_reducer = None
+        if shared is None:
+            self.old_weights = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32), w.dtype),
+                                                        name="adasum.old." + w.name, requires_grad=False)
+                                              for w in self.weights)
+        else:
+            position = {id(w): i for i, w in enumerate(shared.weights)}
+            self.old_weights = ParameterTuple(shared.old_weights[position[id(w)]] for w in self.weights)
         self.adasum = AdaSum(info.rank, device_number, group_number, self.weights)
         self.hyper_map = ops.HyperMap()
 
     def construct(self, loss, grads):
-        if self.group_reducer is not None:
-            grads = self.group_reducer(grads)
+        if self.grad_reducer is not None:
+            grads = self.grad_reducer(grads)
+        return self.apply_reduced(loss, grads)
+
+    def apply_reduced(self, loss, grads):
         saved = self.hyper_map(_store, self.old_weights, self.weights)
         loss = ops.depend(loss, self.optimizer(ops.depend(grads, saved)))
         deltas = self.hyper_map(ops.partial(_delta, loss), self.old_weights, self.weights)

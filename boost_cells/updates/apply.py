@@ -10,6 +10,9 @@ class ApplyGradients(nn.Cell):
     Args:
         optimizer (Cell): the optimizer. grad_reducer (Cell): a ``DistributedGradReducer``, or None (default)
             when stand-alone (no cell at all: every sub-cell costs host time on each call).
+
+    ``construct(loss, grads)`` takes this rank's gradients; ``apply_reduced(loss, grads)`` takes gradients already
+    reduced by ``grad_reducer`` (a subclass of the train cell that reduces them itself, as the reference's does).
     """
 
     def __init__(self, optimizer, grad_reducer=None):
@@ -17,7 +20,10 @@ class ApplyGradients(nn.Cell):
         self.optimizer = optimizer
         self.grad_reducer = grad_reducer
 
+    def apply_reduced(self, loss, grads):
+        return ops.depend(loss, self.optimizer(grads))
+
     def construct(self, loss, grads):
         if self.grad_reducer is not None:
             grads = self.grad_reducer(grads)
-        return ops.depend(loss, self.optimizer(grads))
+        return self.apply_reduced(loss, grads)

@@ -34,7 +34,7 @@ def run(cell, rank, size, poison_step=None):
         batches[poison_step] = (batches[poison_step][0], with_inf(batches[poison_step][1]))
     indices, overflows = [], []
     for inputs in batches:
-        indices.append(cell.freeze.current_index())
+        indices.append(cell.train_step.current_index())
         outputs = cell(*inputs)
         overflows += [bool(outputs[1].asnumpy())] if isinstance(outputs, tuple) else []
     state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names()}

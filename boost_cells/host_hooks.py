@@ -1,0 +1,80 @@
+"""Host-side step features in one place: hooks that run on the host around each call of a train cell.
+
+A feature that needs the host between steps (the first-overflow report runs PyNative cell hooks on the step's
+batch) is a hook with ``before_step(cell)`` and ``after_step(cell, inputs, outputs)``, listed in the cell's
+``host_hooks``; ``HostHooks.__call__`` runs them around each call. Such a call exists only when Python calls the
+cell. Nested in another Cell's graph (dataset sink mode's ``_DataWrapper`` calls the train cell from its
+``construct``), the cell's ``construct`` is compiled into the outer graph and no hook could run, so compiling it
+there raises instead of silently dropping the feature.
+"""
+
+__all__ = ["HostHooks", "OverflowReportHook"]
+
+
+class HostHooks:
+    """Mixin for a train Cell: runs ``host_hooks`` around each call, and refuses to compile nested while it has any.
+
+    The cell's ``construct`` starts with ``if not self.host_hooks_ready: raise RuntimeError(self.host_hooks_refusal)``.
+    MindSpore reads both properties while compiling ``construct`` (PyNative: on every call); the condition is a
+    constant, so the compile fails with that error exactly when the cell has host hooks but is being compiled
+    outside its own ``__call__``, i.e. nested in another Cell's graph. With no hooks, ``__call__`` is the plain
+    ``Cell.__call__``.
+    """
+
+    host_hooks = ()
+
+    def __call__(self, *inputs):
+        if not self.host_hooks:
+            return super().__call__(*inputs)
+        for hook in self.host_hooks:
+            hook.before_step(self)
+        object.__setattr__(self, "_host_call", True)
+        try:
+            outputs = super().__call__(*inputs)
+        finally:
+            object.__setattr__(self, "_host_call", False)
+        for hook in self.host_hooks:
+            hook.after_step(self, inputs, outputs)
+        return outputs
+
+    @property
+    def host_hooks_ready(self):
+        """Whether the host hooks can run around this call: no hooks, or compiled (run, in PyNative) inside the
+        cell's own call. False when the cell is compiled inside another Cell's graph with hooks."""
+        return not self.host_hooks or self.__dict__.get("_host_call", False)
+
+    @property
+    def host_hooks_refusal(self):
+        """The error message for a cell with host hooks compiled where they cannot run."""
+        names = ", ".join(type(hook).__name__ for hook in self.host_hooks)
+        return (f"For '{type(self).__name__}', the host-side feature(s) {names} need the host around every step, "
+                "but the cell is being compiled inside another Cell's graph (nested, or dataset sink mode), where no "
+                "host code runs between steps. Call the train cell directly, use dataset_sink_mode=False, or switch "
+                "the feature off.")
+
+
+class OverflowReportHook:
+    """The first-overflow report (``diagnostics.FirstOverflowReporter``) as a host hook.
+
+    Args:
+        reporter (FirstOverflowReporter): writes the report on the first overflowing step.
+        source (Cell): the loss-scaled step whose ``network`` and ``scale_sense`` the report reads; default the
+            train cell the hook runs on.
+        pair (int): in a GAN cell's outputs ``(losses, overflows, scales)``, the index of this pair's flag;
+            default None: the flag is ``outputs[1]``.
+    """
+
+    def __init__(self, reporter, source=None, pair=None):
+        self.reporter = reporter
+        self.source = source
+        self.pair = pair
+
+    def _source(self, cell):
+        return cell if self.source is None else self.source
+
+    def before_step(self, cell):
+        self.reporter.before_step(self._source(cell))
+
+    def after_step(self, cell, inputs, outputs):
+        overflow = outputs[1] if self.pair is None else outputs[1][self.pair]
+        self.reporter.after_step(self._source(cell), inputs, overflow)
