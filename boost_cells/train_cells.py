@@ -231,8 +231,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         self._init_boost(network, optimizer, None, boost_config)
         self.loss_scale = make_loss_scale(scale_sense, self.boost_config, self.weights, self.parallel)
         self.scale_sense = self.loss_scale.scale_sense
-        self.loss_scaling_manager = getattr(self.loss_scale, "policy", None) if isinstance(scale_sense, nn.Cell) \
-            else None
+        self.loss_scaling_manager = scale_sense if isinstance(scale_sense, nn.Cell) else None
         self.overflow_detector = overflow_detector if overflow_detector is not None \
             else make_overflow_detector(self.parallel.distributed)
         report_path = overflow_report if overflow_report is not None \
@@ -261,7 +260,8 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
 
     def _process_loss_scale(self, overflow):
         """The reference's: run the loss-scale policy on ``overflow`` (updates ``scale_sense``); returns the flag
-        that decides the skip."""
+        that decides the skip. (A ``GroupLossScaleManager`` needs the gradients to flag its groups: subclasses using
+        one call ``self.loss_scale(overflow, grads)``.)"""
         return self.loss_scale(overflow, ())[0]
 
 
