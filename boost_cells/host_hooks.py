@@ -1,14 +1,27 @@
 """Host-side step features in one place: hooks that run on the host around each call of a train cell.
 
 A feature that needs the host between steps (the first-overflow report runs PyNative cell hooks on the step's
-batch) is a hook with ``before_step(cell)`` and ``after_step(cell, inputs, outputs)``, listed in the cell's
+batch; the automatic freezing schedule decides on the host once per interval) is a hook with ``before_step(cell)`` and ``after_step(cell, inputs, outputs)``, listed in the cell's
 ``host_hooks``; ``HostHooks.__call__`` runs them around each call. Such a call exists only when Python calls the
 cell. Nested in another Cell's graph (dataset sink mode's ``_DataWrapper`` calls the train cell from its
 ``construct``), the cell's ``construct`` is compiled into the outer graph and no hook could run, so compiling it
 there raises instead of silently dropping the feature.
 """
 
-__all__ = ["HostHooks", "OverflowReportHook"]
+from mindspore import ops
+
+from .transforms.auto_freeze import AutoFreezeHook
+
+__all__ = ["HostHooks", "OverflowReportHook", "schedule_hooks"]
+
+
+def schedule_hooks(optimizer, distributed):
+    """The host hooks a train step over ``optimizer`` needs: the automatic freezing schedule's decision (a
+    ``FreezeOpt`` with ``auto``; its statistics all-reduced when ``distributed``), or none."""
+    auto = getattr(optimizer, "auto", None)
+    if auto is None:
+        return ()
+    return (AutoFreezeHook(auto, ops.AllReduce() if distributed else None),)
 
 
 class HostHooks:

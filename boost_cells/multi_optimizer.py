@@ -11,7 +11,7 @@ from mindspore import nn, ops
 
 from .distributed import parallel_info
 from .diagnostics.overflow_locator import FirstOverflowReporter
-from .host_hooks import HostHooks, OverflowReportHook
+from .host_hooks import HostHooks, OverflowReportHook, schedule_hooks
 from .scaling.group_loss_scale import GroupLossScaleManager
 from .scaling.loss_scale import HeldLossScale, LossScale
 from .scaling.overflow import make_overflow_detector
@@ -209,10 +209,10 @@ class MultiOptimizerTrainOneStepCell(HostHooks, _PhaseCachingCell):
         report = overflow_report if overflow_report is not None else config.section("diagnostics")["overflow_report"]
         sources = [SimpleNamespace(network=network, scale_sense=scales[0 if self.shared_scale else index].scale_sense)
                    for index, network in enumerate(networks)]
-        self.host_hooks = tuple(OverflowReportHook(FirstOverflowReporter(path), source=source, pair=index)
-                                for index, (source, path) in enumerate(zip(sources, _pair_report_paths(report,
-                                                                                                         self.count)))
-                                if path is not None)
+        self.host_hooks = sum((schedule_hooks(optimizer, info.distributed) for optimizer in optimizers), ()) + tuple(
+            OverflowReportHook(FirstOverflowReporter(path), source=source, pair=index)
+            for index, (source, path) in enumerate(zip(sources, _pair_report_paths(report, self.count)))
+            if path is not None)
 
     def construct(self, *inputs):
         if not self.host_hooks_ready:  # a constant while compiling (HostHooks)

@@ -45,21 +45,26 @@ class Step(nn.Cell):
         network (Cell): the network with loss. weights (ParameterTuple): the weights to differentiate (a suffix
             of the network's under gradient freezing; the backward pass stops at the first of them).
         update (Cell): the update strategy (``boost_cells.updates``). sens (float): the backward pass's start.
+        observer (Cell): sees the gradients of every update this step applies (``construct(grads) -> token``: the
+            automatic freezing schedule's statistics); default None.
 
     Inputs: ``*inputs``, the network's. Outputs: the loss.
     """
 
-    def __init__(self, network, weights, update, sens=1.0):
+    def __init__(self, network, weights, update, sens=1.0, observer=None):
         super().__init__(auto_prefix=False)
         self.network = network
         self.weights = weights
         self.update = update
         self.sens = sens
+        self.observer = observer
         self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
         self.update_takes_inputs = getattr(update, "takes_inputs", False)
 
     def apply(self, loss, grads, inputs):
         """The update strategy's step; a strategy with ``takes_inputs`` (DimReduce) also gets the step's inputs."""
+        if self.observer is not None:
+            loss = ops.depend(loss, self.observer(grads))
         if self.update_takes_inputs:
             return self.update(loss, grads, *inputs)
         return self.update(loss, grads)
@@ -83,8 +88,8 @@ class ScaledStep(Step):
     the scale after the policy's update.
     """
 
-    def __init__(self, network, weights, update, loss_scale, overflow_detector):
-        super().__init__(network, weights, update)
+    def __init__(self, network, weights, update, loss_scale, overflow_detector, observer=None):
+        super().__init__(network, weights, update, observer=observer)
         self.loss_scale = loss_scale
         self.overflow_detector = overflow_detector
 
@@ -129,10 +134,13 @@ def make_train_step(network, optimizer, config, info, update, *, sens=1.0, loss_
         update (Cell): the update strategy over the unfrozen optimizer (``make_update_strategy``).
         sens (float): a plain step's backward start. loss_scale, overflow_detector (Cell): a loss-scaled step's.
     """
+    auto = getattr(optimizer, "auto", None)
+
     def make_step(opt, strategy):
+        observer = None if auto is None else auto.observer(opt.parameters)
         if loss_scale is None:
-            return Step(network, opt.parameters, strategy, sens)
-        return ScaledStep(network, opt.parameters, strategy, loss_scale, overflow_detector)
+            return Step(network, opt.parameters, strategy, sens, observer)
+        return ScaledStep(network, opt.parameters, strategy, loss_scale, overflow_detector, observer)
 
     if not isinstance(optimizer, FreezeOpt):
         return make_step(optimizer, update)

@@ -14,7 +14,7 @@ from mindspore import nn, ops
 from .config import BoostConfig, latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
-from .host_hooks import HostHooks, OverflowReportHook
+from .host_hooks import HostHooks, OverflowReportHook, schedule_hooks
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
@@ -115,6 +115,7 @@ class BoostTrainOneStepCell(HostHooks, _PhaseCachingCell, nn.TrainOneStepCell):
         self._init_boost(network, optimizer, sens, boost_config)
         self.train_step = make_train_step(self.network, self.optimizer, self.boost_config, self.parallel,
                                           self.update, sens=self.sens)
+        self.host_hooks = schedule_hooks(self.optimizer, self.parallel.distributed)
         self._name_own_state()
 
     def _init_boost(self, network, optimizer, sens, boost_config):
@@ -236,8 +237,8 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
             else make_overflow_detector(self.parallel.distributed)
         report_path = overflow_report if overflow_report is not None \
             else self.boost_config.section("diagnostics")["overflow_report"]
-        if report_path is not None:
-            self.host_hooks = (OverflowReportHook(FirstOverflowReporter(report_path)),)
+        report = () if report_path is None else (OverflowReportHook(FirstOverflowReporter(report_path)),)
+        self.host_hooks = schedule_hooks(self.optimizer, self.parallel.distributed) + report
         self.train_step = make_train_step(self.network, self.optimizer, self.boost_config, self.parallel,
                                           self.update, loss_scale=self.loss_scale,
                                           overflow_detector=self.overflow_detector)

@@ -19,13 +19,14 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.nn.optim import LARS, Optimizer
 
+from .auto_freeze import AutoFreeze
 from .shared_state import share_state
 
 __all__ = ["GradientFreeze", "FreezeOpt", "FreezeSwitch", "IndexedCellList", "freeze_optimizer",
-           "freeze_index_sequence", "split_layers", "unfrozen", "CONTINUOUS", "INTERVAL", "PROGRESSIVE"]
+           "freeze_index_sequence", "split_layers", "unfrozen", "AUTO", "CONTINUOUS", "INTERVAL", "PROGRESSIVE"]
 
-CONTINUOUS, INTERVAL, PROGRESSIVE = 0, 1, 2
-FREEZE_TYPES = (CONTINUOUS, INTERVAL, PROGRESSIVE)
+CONTINUOUS, INTERVAL, PROGRESSIVE, AUTO = 0, 1, 2, 3
+FREEZE_TYPES = (CONTINUOUS, INTERVAL, PROGRESSIVE, AUTO, "auto")
 
 
 def _check_int(who, name, value, low):
@@ -36,8 +37,8 @@ def _check_int(who, name, value, low):
 
 def _check_freeze_args(who, freeze_type, freeze_p):
     if isinstance(freeze_type, bool) or freeze_type not in FREEZE_TYPES:
-        raise ValueError(f"For '{who}', 'freeze_type' must be one of 0 (continuous), 1 (interval) or 2 "
-                         f"(progressive), but got {freeze_type!r}.")
+        raise ValueError(f"For '{who}', 'freeze_type' must be one of 0 (continuous), 1 (interval), 2 "
+                         f"(progressive) or 3 / 'auto', but got {freeze_type!r}.")
     if isinstance(freeze_p, bool) or not isinstance(freeze_p, (int, float)) or not 0 <= freeze_p <= 1:
         raise ValueError(f"For '{who}', 'freeze_p' must be a number in [0, 1], but got {freeze_p!r}.")
 
@@ -71,6 +72,9 @@ def freeze_index_sequence(groups, freeze_type, freeze_p, total_steps, seed=0):
       ``t -> min(groups - 1, 1 + (t - w) * (groups - 1) // (total_steps - w))`` for ``t >= w``.
     """
     _check_freeze_args("GradientFreeze", freeze_type, freeze_p)
+    if freeze_type in (AUTO, "auto"):
+        raise ValueError("For 'GradientFreeze', freeze_type 3 ('auto') has no sequence in advance: it decides while "
+                         "training (boost_cells.transforms.auto_freeze).")
     groups = _check_int("GradientFreeze", "param_groups", groups, 1)
     total_steps = _check_int("GradientFreeze", "total_steps", total_steps, 1)
     length = int(total_steps * 1.01)
@@ -153,13 +157,15 @@ class FreezeOpt(nn.Cell):
         train_strategy (list, tuple or 1-D int32 Tensor): the first trained group of each step; default
             ``0, 1, ..., groups - 1``. cyclic (bool): after the strategy's last step start again at its first
             (the reference), or (False) stay at its last entry.
+        auto (AutoFreeze): the automatic schedule (``freeze_type`` 3), which replaces the strategy: the train step
+            trains from group ``auto.frozen``, decided while training.
 
     Raises:
         TypeError: ``opt`` is not an Optimizer, or a group is not a list. ValueError: a strategy without
         groups, an index outside ``[0, groups)``, or a group parameter that ``opt`` does not update.
     """
 
-    def __init__(self, opt, train_parameter_groups=None, train_strategy=None, *, cyclic=True):
+    def __init__(self, opt, train_parameter_groups=None, train_strategy=None, *, cyclic=True, auto=None):
         super().__init__(auto_prefix=False)
         if not isinstance(opt, Optimizer):
             raise TypeError(f"For 'FreezeOpt', 'opt' must be an Optimizer, but got {type(opt).__name__}.")
@@ -184,6 +190,7 @@ class FreezeOpt(nn.Cell):
         self.optimizer = opt
         self.parameters = opt.parameters
         self.opts = tuple(_suffix_optimizer(opt, group) for group in groups)
+        self.auto = auto
 
     @staticmethod
     def _strategy(train_strategy, groups):
@@ -214,15 +221,22 @@ class GradientFreeze:
 
     Args:
         param_groups (int): number of train groups, >= 1. freeze_type (int): 0 continuous, 1 interval, 2
-            progressive (see ``freeze_index_sequence``). freeze_p (float): in [0, 1], the fraction of steps that
+            progressive (see ``freeze_index_sequence``), 3 or "auto": front groups freeze for good once converged
+            (``boost_cells.transforms.auto_freeze``). freeze_p (float): in [0, 1], the fraction of steps that
             train every group. total_steps (int): training steps, >= 1. seed (int): the interval schedule's seed.
+        auto_interval (int): updates between two decisions of the automatic schedule, >= 1. auto_warmup (int):
+            updates before it may freeze, >= 0. auto_threshold (float): in (0, 1), the relative change of a
+            segment's mean gradient norm between two intervals below which it counts as converged.
 
     Raises:
         ValueError: a bad ``freeze_type``, ``freeze_p``, ``param_groups``, ``total_steps`` or ``seed``.
     """
 
-    def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0):
+    def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval=100, auto_warmup=200,
+                 auto_threshold=0.05):
         _check_freeze_args("GradientFreeze", freeze_type, freeze_p)
+        self._auto = (_check_int("GradientFreeze", "auto_interval", auto_interval, 1),
+                      _check_int("GradientFreeze", "auto_warmup", auto_warmup, 0), auto_threshold)
         self._param_groups = _check_int("GradientFreeze", "param_groups", param_groups, 1)
         self._total_steps = _check_int("GradientFreeze", "total_steps", total_steps, 1)
         self._seed = _check_int("GradientFreeze", "seed", seed, 0)
@@ -256,6 +270,12 @@ class GradientFreeze:
         trained = {id(p) for p in optimizer.parameters}
         groups = [[p for p in group if id(p) in trained]
                   for group in self.split_parameters_groups(network, self._param_groups)]
+        if self._freeze_type in (AUTO, "auto"):
+            segment = {}
+            for index, group in enumerate(groups):
+                segment.update((id(p), index) for p in group)
+            auto = AutoFreeze(segment, len(groups), *self._auto)
+            return network, FreezeOpt(optimizer, groups, auto=auto)
         strategy = self.generate_freeze_index_sequence(self._param_groups, self._freeze_type, self._freeze_p,
                                                        self._total_steps)
         return network, FreezeOpt(optimizer, groups, strategy, cyclic=self._freeze_type != PROGRESSIVE)
@@ -289,7 +309,8 @@ class FreezeSwitch(nn.Cell):
     ``steps[k]`` is the train step over ``freeze_opt.opts[k]`` (groups whose optimizer is the same object may share
     one step); only the steps the strategy uses are compiled, as branches of one switch. After the step the position
     advances by the updates the optimizer really applied (its ``global_step`` delta): cyclic strategies wrap around,
-    others hold their last entry.
+    others hold their last entry. With the automatic schedule (``freeze_opt.auto``) the branch is
+    ``auto.frozen`` instead, every group's step compiles, and the position stays at 0.
 
     Args:
         freeze_opt (FreezeOpt): groups, suffix optimizers and strategy.
@@ -310,8 +331,10 @@ class FreezeSwitch(nn.Cell):
         for t in range(len(floors) - 2, -1, -1):
             floors[t] = min(floors[t], floors[t + 1])
         self.floors = tuple(floors) if not self.cyclic else (min(self.strategy),) * len(floors)
+        self.auto = freeze_opt.auto
+        used = range(len(steps)) if self.auto is not None else sorted(set(self.strategy))
         branches, branch_of = [], {}
-        for group in sorted(set(self.strategy)):
+        for group in used:
             if id(steps[group]) not in branch_of:
                 branch_of[id(steps[group])] = len(branches)
                 branches.append(steps[group])
@@ -323,12 +346,17 @@ class FreezeSwitch(nn.Cell):
 
     def current_index(self):
         """The first group the next step trains (host int); groups before it get no gradient."""
+        if self.auto is not None:
+            return self.auto.frozen_for_good()
         return self.strategy[int(self.position.asnumpy())]
 
     def frozen_for_good(self):
         """The number of leading groups that no remaining step trains (host int): with a progressive schedule the
-        current index, with a cyclic one the smallest index of the whole strategy (usually 0). A training loop
-        may cache the outputs of that prefix, since its weights no longer change."""
+        current index, with a cyclic one the smallest index of the whole strategy (usually 0), with the automatic
+        one the groups it froze. A training loop may cache the outputs of that prefix, since its weights no longer
+        change."""
+        if self.auto is not None:
+            return self.auto.frozen_for_good()
         return self.floors[int(self.position.asnumpy())]
 
     def monitor_state(self):
@@ -336,6 +364,8 @@ class FreezeSwitch(nn.Cell):
         return {"freeze_group": self.current_index()}
 
     def construct(self, *inputs):
+        if self.auto is not None:
+            return self.steps[self.branch_at[self.auto.frozen]](*inputs)
         before = ops.reshape(self.global_step, ()) + 0
         outputs = self.steps[self.branch_at[self.position]](*ops.depend(inputs, before))
         applied = ops.reshape(ops.depend(self.global_step, outputs), ()) - before

@@ -1,0 +1,108 @@
+"""The automatic freeze-for-good schedule (``freeze_type`` 3, "auto"): against a NumPy rendering of training and of
+its rule, resumed runs deciding as uninterrupted ones, and the host hook's place."""
+import numpy as np
+import mindspore as ms
+import pytest
+
+from boost_cells import BoostConfig, BoostTrainOneStepCell
+from tests.helpers import freeze_config, numpy_mlp_grads
+from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
+
+INTERVAL, WARMUP, THRESHOLD = 2, 2, 0.3
+
+
+def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD):
+    config = freeze_config(freeze_type=3)
+    config["grad_freeze"].update(auto_interval=interval, auto_warmup=warmup, auto_threshold=threshold)
+    return config
+
+
+def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
+    """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
+    rule written out here: every INTERVAL updates, the front trained segment's mean gradient norm over the interval
+    is compared with the previous interval's; a relative change below THRESHOLD (after WARMUP updates) freezes it
+    for good; the last group never freezes. Returns (the frozen count before each step, the final parameters)."""
+    params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
+    velocity = [np.zeros_like(p) for p in params]
+    segment = [0] * 4 + [1] * 4 + [2] * 4
+    frozen, sums, counts, last, updates, trace = 0, np.zeros(3), np.zeros(3), np.zeros(3), 0, []
+    for x, y in batches:
+        trace.append(frozen)
+        grads = numpy_mlp_grads(params, x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64))
+        start = GROUP_STARTS[frozen]
+        squares = np.zeros(3)
+        for j in range(start, len(params)):
+            squares[segment[j]] += np.sum(grads[j] ** 2)
+            velocity[j] = momentum * velocity[j] + grads[j]
+            params[j] = params[j] - lr * velocity[j]
+        trained = np.arange(3) >= frozen
+        sums += np.sqrt(squares) * trained
+        counts += trained
+        updates += 1
+        if updates % INTERVAL == 0:
+            mean = np.where(counts > 0, sums / np.maximum(counts, 1), 0)
+            if frozen < 2 and updates >= WARMUP and last[frozen] > 0:
+                if abs(mean[frozen] - last[frozen]) / last[frozen] < THRESHOLD:
+                    frozen += 1
+            last = np.where(counts > 0, mean, last)
+            sums, counts = np.zeros(3), np.zeros(3)
+    return trace, params
+
+
+def test_auto_schedule_matches_numpy(mode):
+    net, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
+    batches = [data(step) for step in range(18)]
+    expected_trace, expected = numpy_auto_run(net, batches)
+    trace = []
+    for inputs in batches:
+        trace.append(cell.train_step.current_index())
+        cell(*inputs)
+    assert trace == expected_trace
+    assert trace[0] == 0 and trace[-4:] == [2] * 4  # it froze both front groups for good, and never the head
+    for got, want in zip(net.trainable_params(), expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=2e-6)
+
+
+def test_resumed_run_freezes_at_the_same_step(graph_mode, tmp_path):
+    """Stopped after 5 steps (mid-interval), saved, and resumed in a new cell from the checkpoint, the run freezes
+    at the same steps and ends bit-identical to the uninterrupted one: the schedule's statistics are Parameters."""
+    batches = [data(step) for step in range(10)]
+    _, net_with_loss, opt = mlp_setup()
+    whole = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
+    trace = []
+    for inputs in batches:
+        trace.append(whole.train_step.current_index())
+        whole(*inputs)
+    _, net_with_loss, opt = mlp_setup()
+    first = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
+    for inputs in batches[:5]:
+        first(*inputs)
+    path = str(tmp_path / "auto.ckpt")
+    ms.save_checkpoint(first, path)
+    _, net_with_loss, opt = mlp_setup()
+    resumed = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
+    assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
+    resumed_trace = []
+    for inputs in batches[5:]:
+        resumed_trace.append(resumed.train_step.current_index())
+        resumed(*inputs)
+    assert resumed_trace == trace[5:] and max(trace) > 0
+    final, expected = state(resumed), state(whole)
+    assert sorted(final) == sorted(expected)
+    for name, value in expected.items():
+        assert np.array_equal(value, final[name]), name
+
+
+def test_auto_config_and_refusals():
+    config = BoostConfig.from_dict(auto_config())
+    assert BoostConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
+    named = freeze_config(freeze_type="auto")
+    assert BoostConfig.from_dict(named).section("grad_freeze")["freeze_type"] == "auto"
+    with pytest.raises(ValueError, match="'grad_freeze.auto_threshold'"):
+        BoostConfig.from_dict({**auto_config(), "grad_freeze": {"freeze_type": 3, "auto_threshold": 1.5}})
+    _, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
+    assert [type(hook).__name__ for hook in cell.host_hooks] == ["AutoFreezeHook"]
+    assert isinstance(cell.train_step.auto.frozen, ms.Parameter)
+    assert "grad_freeze.last_norms" in {p.name for p in cell.get_parameters()}
