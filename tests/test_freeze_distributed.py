@@ -10,7 +10,7 @@ from tests.helpers import TanhMLP, batch, numpy_adasum, numpy_mlp_grads
 from tests.launch import msrun
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
-SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow"]
+SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto"]
 GROUP_STARTS = (0, 4, 8)
 
 
@@ -69,3 +69,9 @@ def test_adasum_and_overflow_compose(results):
     assert overflow["overflows"].tolist() == [False, True, False, False]
     assert overflow["indices"].tolist() == [0, 1, 1, 0]  # the overflowing step keeps the position
     assert int(overflow["global_step"][0]) == 3 and float(overflow["scale_sense"]) == 2.0 ** 9
+
+
+def test_automatic_schedule_decides_alike_on_every_rank(results):
+    """Both ranks freeze at the same steps (the bit-identical test above covers all state) and it did freeze."""
+    indices = [results[("freeze_auto", rank)]["indices"].tolist() for rank in range(2)]
+    assert indices[0] == indices[1] and max(indices[0]) >= 1 and indices[0][0] == 0

@@ -26,10 +26,10 @@ def with_inf(labels):
     return Tensor(values)
 
 
-def run(cell, rank, size, poison_step=None):
-    """``STEPS`` steps; returns the first trained group of each step and every Parameter of the cell at the end.
+def run(cell, rank, size, poison_step=None, steps=STEPS):
+    """``steps`` steps; returns the first trained group of each step and every Parameter of the cell at the end.
     At ``poison_step`` the last rank's labels hold an inf."""
-    batches = [shard(step, rank, size) for step in range(STEPS)]
+    batches = [shard(step, rank, size) for step in range(steps)]
     if poison_step is not None and rank == size - 1:
         batches[poison_step] = (batches[poison_step][0], with_inf(batches[poison_step][1]))
     indices, overflows = [], []
@@ -67,7 +67,19 @@ def scenario_freeze_overflow(rank, size):
     return run(cell, rank, size, poison_step=1)
 
 
-SCENARIOS = {"freeze": scenario_freeze, "freeze_adasum": scenario_freeze_adasum,
+def scenario_freeze_auto(rank, size):
+    """The automatic schedule: each rank's own gradient norms differ, so the ranks agree on when to freeze only
+    because the statistics are all-reduced before each decision (every 2 updates; threshold 0.9 freezes at the
+    first decision that has a previous interval to compare with)."""
+    net = TanhMLP()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    config = freeze_config(freeze_type="auto")
+    config["grad_freeze"].update(auto_interval=2, auto_warmup=2, auto_threshold=0.9)
+    return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config), rank, size,
+               steps=8)
+
+
+SCENARIOS = {"freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto, "freeze_adasum": scenario_freeze_adasum,
              "freeze_overflow": scenario_freeze_overflow}
 
 
