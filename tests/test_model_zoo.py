@@ -307,11 +307,14 @@ def test_ready_train_cell_without_features_is_silent_and_loss_without_optimizer_
         Model(TanhMLP(), nn.MSELoss(), boost_level="O1")
 
 
-def test_process_helpers_keep_order_params():
+def test_optimizer_process_keeps_order_params_and_kwargs():
     """OptimizerProcess over a zoo grouped optimizer keeps its order_params group (as the reference's does), so the
-    rebuilt optimizer orders its parameters as the network does."""
+    rebuilt optimizer orders its parameters as the network does; an optimizer whose constructor takes **kwargs
+    (Adam, as CycMuNet trains with) is rebuilt with the same arguments."""
     net = ConvNet()
     process = OptimizerProcess(nn.Momentum(init_group_params(net), 0.05, MOMENTUM))
     process.add_grad_centralization(net)
     rebuilt = process.generate_new_optimizer()
     assert [p.name for p in rebuilt.parameters] == [p.name for p in net.trainable_params()]
+    adam = OptimizerProcess(nn.Adam(net.trainable_params(), 1e-3, beta1=0.8, use_lazy=False)).generate_new_optimizer()
+    assert isinstance(adam, nn.Adam) and adam.init_args["beta1"] == 0.8
