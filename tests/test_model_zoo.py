@@ -11,7 +11,8 @@ import pytest
 from mindspore import Tensor, nn, ops
 from mindspore.train import FixedLossScaleManager
 
-from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt, LessBN, Model, build_train_network
+from boost_cells import (AutoBoost, BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt, LessBN, Model,
+                         build_train_network)
 from boost_cells.transforms import OptimizerProcess
 from tests.helpers import TanhMLP, batch, freeze_config, numpy_mlp_grads
 
@@ -239,7 +240,6 @@ def test_network_without_dense_trains_at_o1(graph_mode):
 def test_no_dense_warns_once_per_auto_boost():
     """The train and eval transforms of one AutoBoost warn once between them; LessBN asked for the head
     explicitly still refuses a network without a Dense (``test_less_bn``)."""
-    from boost_cells import AutoBoost  # pylint: disable=import-outside-toplevel
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     boost = AutoBoost("O1", {"boost": {"mode": "manual", "grad_freeze": False}})
     net = SuperResolution()
