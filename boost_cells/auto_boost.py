@@ -7,6 +7,7 @@ never stick to each other, and the level table is never written to.
 """
 from .config import BoostConfig, set_latest_config
 from .transforms import LessBN, apply_less_bn, freeze_optimizer
+from .transforms.less_bn import head_applies, is_less_bn
 
 __all__ = ["AutoBoost"]
 
@@ -34,6 +35,7 @@ class AutoBoost:
         self.config = BoostConfig.coerce(boost_config_dict, level=level)
         self.level = level
         self.boost_config_dict = boost_config_dict
+        self._warned = set()  # what this object's transforms already warned about (a network without a Dense)
         set_latest_config(self.config)
 
     @property
@@ -48,13 +50,23 @@ class AutoBoost:
         as the reference's ``freeze_generate``. Gradient accumulation, AdaSum and DimReduce live in the train cells.
         With DimReduce (which switches every other feature off) the reference swaps in ``SGD(lr=1)`` because its
         DimReduce steps through the optimizer; ours writes its update itself, so the optimizer comes back unchanged
-        and only names the weights to train (its learning rate and state are not used)."""
-        network, optimizer = apply_less_bn(network, optimizer, self.config)
+        and only names the weights to train (its learning rate and state are not used).
+
+        Warns:
+            BoostConfigWarning: ``less_bn.fn_flag`` on and ``network`` has no ``nn.Dense``: trained without the
+                feature-normalised head (as the reference does, silently); once per ``AutoBoost`` object, the eval
+                transform included."""
+        network, optimizer = apply_less_bn(network, optimizer, self.config, self._warned)
         return network, freeze_optimizer(self.config, network, optimizer)
 
     def network_auto_process_eval(self, network):
         """Return the network to evaluate: with ``less_bn``, under ``LessBN`` with the same ``fn_flag`` as in
-        training, so an O1 checkpoint (with the head's ``multiplier``) loads and evaluates as trained."""
-        if self.config.enabled("less_bn"):
-            network = LessBN(network, fn_flag=self.config.section("less_bn")["fn_flag"])
+        training, so an O1 checkpoint (with the head's ``multiplier``) loads and evaluates as trained. A network
+        without an ``nn.Dense`` gets no head (warned once per ``AutoBoost`` object, see
+        ``network_auto_process_train``). In GRAPH_MODE MindSpore's ``less_bn`` pass then compiles the network
+        without the BatchNorms it matches, which depend on how the network is wrapped: see the README's LessBN
+        section before evaluating a network through this that was not trained through the same transform."""
+        if self.config.enabled("less_bn") and not is_less_bn(network):  # else LessBN leaves it as it is
+            fn_flag = head_applies(network, self.config.section("less_bn")["fn_flag"], self._warned)
+            network = LessBN(network, fn_flag=fn_flag)
         return network

@@ -19,7 +19,7 @@ import warnings
 from types import MappingProxyType
 
 __all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "latest_config", "reset_latest_config",
-           "set_latest_config"]
+           "set_latest_config", "warn_user"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -46,16 +46,25 @@ def check_scale_bounds(who, min_scale, loss_scale_value, max_scale):
 
 
 class BoostConfigWarning(UserWarning):
-    """A config that is valid and means what the reference makes it mean, but is likely a mistake."""
+    """A config that is valid and means what the reference makes it mean, but is likely a mistake, or that cannot
+    apply in full to the network or the call it is used with (the message names what was left out)."""
+
+
+def warn_user(message, category=BoostConfigWarning):
+    """Warn, attributed to the first caller outside boost_cells and MindSpore: the user's line (that built the
+    config, the train cell or the ``Model``; ``mindspore.train.Model.__init__`` calls back into boost_cells)."""
+    import mindspore  # pylint: disable=import-outside-toplevel
+    skipped = tuple(os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+                    for module in (sys.modules[__package__], mindspore))
+    frame, level = sys._getframe(0), 1  # pylint: disable=protected-access
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def _warn(message):
-    """Warn, attributed to the first caller outside boost_cells (the user's line that built the config)."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(0), 1  # pylint: disable=protected-access
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(f"For 'BoostConfig', {message}", BoostConfigWarning, stacklevel=level)
+    """A ``BoostConfigWarning`` about the config, attributed to the user's line (``warn_user``)."""
+    warn_user(f"For 'BoostConfig', {message}")
 
 
 def _is_int(value):

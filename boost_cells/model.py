@@ -6,7 +6,9 @@ same signature and everything else of ``mindspore.train.Model`` (callbacks, ``ev
 and overrides only the two builders: the boost config resolves through ``AutoBoost`` (so its
 ``network_auto_process_train/eval`` transform the network and optimizer), and the train cell comes from
 ``build_train_network``, after ``amp_level``'s mixed-precision cast and loss wrapper as ``mindspore.amp`` does them.
-A level that cannot be applied (no optimizer) is an error, never a silent O0.
+A level that cannot be applied is never a silent O0: with a loss but no optimizer it is an error; with neither (the
+network is a ready train cell, as acn_mindspore passes one) the cell trains as it is, as in MindSpore, with a
+warning that names the features left out.
 """
 import mindspore as ms
 from mindspore import nn
@@ -15,6 +17,7 @@ from mindspore.train import amp as _amp
 from mindspore.train.model import _merge_inputs, _process_loss_inputs, _set_with_processed_inputs
 
 from .auto_boost import AutoBoost
+from .config import warn_user
 from .train_cells import build_train_network
 
 __all__ = ["Model", "build_amp_train_network", "device_target"]
@@ -62,8 +65,15 @@ class Model(_MindSporeModel):
         boost (AutoBoost): the resolved boost (``boost.config`` is the ``BoostConfig`` the train cell uses).
 
     Raises:
-        ValueError: a boost config that switches a feature on without an ``optimizer`` (there is no train step
-            to boost); anything ``mindspore.train.Model``, ``AutoBoost`` or ``build_amp_train_network`` raises.
+        ValueError: a boost config that switches a feature on with a ``loss_fn`` but no ``optimizer`` (there is no
+            train step to boost); anything ``mindspore.train.Model``, ``AutoBoost`` or ``build_amp_train_network``
+            raises.
+
+    Warns:
+        BoostConfigWarning: a boost config that switches a feature on with neither ``loss_fn`` nor ``optimizer``:
+            ``network`` (a ready train cell, ``Model(train_cell, boost_level="O1")``) trains, evaluates or
+            predicts as it is, as MindSpore's ``Model`` does it, and the warning names the features not applied;
+            ``less_bn.fn_flag`` on a network without an ``nn.Dense`` (see ``AutoBoost``).
     """
 
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None, eval_indexes=None,
@@ -77,10 +87,16 @@ class Model(_MindSporeModel):
         self.boost = AutoBoost(self._boost_level, kwargs.get("boost_config_dict", ""))
         if self._optimizer is None:
             enabled = [name for name, on in self.boost.boost_config.items() if on]
-            if enabled:
+            if enabled and self._loss_fn is not None:
                 raise ValueError(f"For 'Model', boost level {self._boost_level!r} switches on {enabled}, which "
                                  "act on the training step, but 'optimizer' is None. Pass an optimizer, or use "
                                  "boost_level 'O0' for a Model that only evaluates or predicts.")
+            if enabled:
+                warn_user(f"For 'Model', boost level {self._boost_level!r} switches on {enabled}, but 'optimizer' "
+                          "and 'loss_fn' are None: 'network' is taken as a ready train cell (or a network to "
+                          "evaluate or predict with) and used as it is, without those features. To boost it, pass "
+                          "the network with loss and its optimizer, or build the train cell with "
+                          "boost_cells.build_train_network.")
             return
         self._network, self._optimizer = self.boost.network_auto_process_train(self._network, self._optimizer)
         if self._eval_network is not None:

@@ -304,7 +304,7 @@ def build_train_network(network_with_loss, optimizer, config, loss_scale_manager
 
 def _scaled_without_skipping(network_with_loss, optimizer, config, scale):
     """A ``FixedLossScaleManager(scale, drop_overflow_update=False)`` step: ``sens=scale``, nothing skipped."""
-    optimizer_scale = getattr(optimizer, "loss_scale", 1.0)
+    optimizer_scale = getattr(unfrozen(optimizer), "loss_scale", 1.0)  # a FreezeOpt's: its optimizer's
     if optimizer_scale != scale:
         warnings.warn(f"For 'build_train_network', FixedLossScaleManager(drop_overflow_update=False) scales the "
                       f"gradients by {scale} but the optimizer's loss_scale is {optimizer_scale}, so every update is "

@@ -337,3 +337,151 @@ def test_bad_input_is_refused():
         ParameterProcess.generate_group_params([], [])
     with pytest.raises(TypeError, match="list of Parameter or of group dicts"):
         ParameterProcess.generate_group_params([], [1, 2])
+
+
+# ---------------------------------------------------------------- what MindSpore's less_bn pass removes
+
+
+def conv_bn(cin, cout, relu=True, kernel=3, stride=1):
+    return [nn.Conv2d(cin, cout, kernel, stride=stride), nn.BatchNorm2d(cout)] + ([nn.ReLU()] if relu else [])
+
+
+class Residual(nn.Cell):
+    """A residual block as the model zoo writes them, ``relu(body(x) + shortcut(x))``: ``basic`` (conv-BN-ReLU,
+    conv-BN: BatchNorms ``body.1``, ``body.4``) or ``bottleneck`` (1x1, 3x3, 1x1: ``body.1``, ``body.4``,
+    ``body.7``); the shortcut is conv-BN (``shortcut.1``) when the shape changes, else the identity."""
+
+    def __init__(self, kind, cin, cout, stride=1):
+        super().__init__()
+        if kind == "basic":
+            units = conv_bn(cin, cout, stride=stride) + conv_bn(cout, cout, relu=False)
+        else:
+            mid = cout // 4
+            units = conv_bn(cin, mid, kernel=1) + conv_bn(mid, mid, stride=stride) + \
+                conv_bn(mid, cout, relu=False, kernel=1)
+        self.body = nn.SequentialCell(units)
+        self.shortcut = nn.SequentialCell(conv_bn(cin, cout, relu=False, kernel=1, stride=stride)) \
+            if stride != 1 or cin != cout else nn.Identity()
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        return self.relu(self.body(x) + self.shortcut(x))
+
+
+def basic_resnet():
+    """A conv-BN-ReLU stem, an identity and a projection basic block, a pooled Dense head (5 BatchNorms)."""
+    return nn.SequentialCell([nn.SequentialCell(conv_bn(1, 4)), Residual("basic", 4, 4), Residual("basic", 4, 8, 2),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dense(8, 3)])
+
+
+def bottleneck_resnet():
+    """ResNet-50's shape in small: a stem with max-pool, a projection and an identity bottleneck (8 BatchNorms)."""
+    return nn.SequentialCell([nn.SequentialCell(conv_bn(1, 8) + [nn.MaxPool2d(2, 2)]), Residual("bottleneck", 8, 16),
+                              Residual("bottleneck", 16, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                              nn.Dense(16, 3)])
+
+
+def trained_looking(net, seed=0):
+    """Give every BatchNorm of ``net`` gamma, beta and moving statistics away from their initial 1, 0, 0, 1 (as
+    a trained network has them); returns ``net``."""
+    rng = np.random.RandomState(seed)
+    for _, cell in net.cells_and_names():
+        if isinstance(cell, nn.BatchNorm2d):
+            size = cell.gamma.shape[0]
+            for param, low, high in ((cell.gamma, 0.5, 2), (cell.beta, -1, 1), (cell.moving_mean, -1, 1),
+                                     (cell.moving_variance, 0.5, 2)):
+                param.set_data(Tensor(rng.uniform(low, high, size).astype(np.float32)))
+    return net
+
+
+class Outputs(nn.Cell):
+    """A cell around the network, as WithLossCell and WithEvalCell are (its output times one)."""
+
+    def __init__(self, network):
+        super().__init__(auto_prefix=False)
+        self.network = network
+
+    def construct(self, x):
+        return self.network(x) * 1.0
+
+
+def dropped_batchnorms(net, wrapped, x):
+    """The BatchNorms of ``net`` that ``wrapped`` (a cell holding it) compiles without, in inference mode: those
+    whose beta, shifted by 3, leaves the output bit for bit as it was."""
+    wrapped.set_train(False)
+    before, dropped = wrapped(x).asnumpy(), []
+    for name, cell in net.cells_and_names():
+        if isinstance(cell, nn.BatchNorm2d):
+            beta = cell.beta.asnumpy().copy()
+            cell.beta.set_data(Tensor(beta + 3.0))
+            if np.array_equal(wrapped(x).asnumpy(), before):
+                dropped.append(name)
+            cell.beta.set_data(Tensor(beta))
+    return dropped
+
+
+# The pass's result depends on the wrapping: LessBN around the network itself (Model(net, loss_fn, optimizer) and
+# network_auto_process_eval(net) do that) or around a cell that holds it (build_train_network(net_with_loss),
+# Model(net_with_loss, optimizer=...), network_auto_process_eval(WithEvalCell(net))). Measured on MindSpore 2.10.
+BASIC_DIRECT, BASIC_NESTED = [], ["1.body.1", "2.body.1", "2.shortcut.1"]
+BOTTLENECK_DIRECT = ["1.body.1", "1.body.4", "1.shortcut.1"]
+BOTTLENECK_NESTED = BOTTLENECK_DIRECT + ["2.body.1", "2.body.4"]
+
+
+@pytest.mark.parametrize("make, direct, nested", [(basic_resnet, BASIC_DIRECT, BASIC_NESTED),
+                                                  (bottleneck_resnet, BOTTLENECK_DIRECT, BOTTLENECK_NESTED)],
+                         ids=["basic", "bottleneck"])
+def test_less_bn_pass_drops_by_structure_and_wrapping(mode, make, direct, nested):
+    """Which BatchNorms MindSpore's less_bn pass compiles away (README, LessBN): in GRAPH_MODE, under LessBN(net)
+    only a projection bottleneck's bn1, bn2 and shortcut BN; under LessBN(a cell holding net) also the first
+    BatchNorm of every basic block (and a projection block's shortcut BN) and bn1, bn2 of every bottleneck. A
+    flagged network compiled inside a cell without the flag, and PyNative mode, keep every BatchNorm."""
+    x = Tensor(np.random.RandomState(1).randn(2, 1, 8, 8).astype(np.float32))
+    graph = mode == "graph"
+    net = trained_looking(make())
+    assert dropped_batchnorms(net, LessBN(net), x) == (direct if graph else [])
+    net = trained_looking(make())
+    assert dropped_batchnorms(net, LessBN(Outputs(net)), x) == (nested if graph else [])
+    assert dropped_batchnorms(net, Outputs(net), x) == []  # flagged, inside a cell without the flag
+
+
+def test_o1_trained_network_evaluates_plainly_but_a_plain_one_not_through_o1(graph_mode):
+    """What the pass means for evaluating (README, LessBN). Trained under LessBN(a cell holding net), the dropped
+    BatchNorms keep their initial gamma 1, beta 0, mean 0, variance 1, which in inference is x / sqrt(1 + eps):
+    the plain network, network_auto_process_eval(net) and network_auto_process_eval(a cell holding net) all give
+    the trained network's logits. A network whose BatchNorms were all trained (plainly, or pretrained) loses
+    them through network_auto_process_eval(a cell holding it): its logits change."""
+    rng = np.random.RandomState(0)
+    x, y = Tensor(rng.randn(8, 1, 8, 8).astype(np.float32)), Tensor(rng.randint(0, 3, 8).astype(np.int32))
+    net = basic_resnet()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    cell = build_train_network(nn.WithLossCell(net, loss), nn.Momentum(net.trainable_params(), 0.05, 0.9),
+                               LESS_BN_NO_FN).set_train(True)
+    for _ in range(3):
+        cell(x, y)
+    params = {name: p.asnumpy().copy() for name, p in net.parameters_dict().items()}
+    for name in BASIC_NESTED:  # dropped in training: never updated
+        for suffix, value in (("gamma", 1.0), ("beta", 0.0), ("moving_mean", 0.0), ("moving_variance", 1.0)):
+            assert np.all(params[f"{name}.{suffix}"] == value), (name, suffix)
+    assert not np.all(params["2.body.4.moving_mean"] == 0.0)  # kept: trained
+
+    def copy(values):
+        fresh = basic_resnet()
+        for name, param in fresh.parameters_dict().items():
+            param.set_data(Tensor(values[name]))
+        return fresh
+
+    def logits(network):
+        network.set_train(False)
+        return network(x).asnumpy()
+
+    o1 = AutoBoost("O1", LESS_BN_NO_FN)
+    trained = logits(net)  # flagged by training's LessBN, compiled as training compiled it
+    for evaluated in (copy(params), o1.network_auto_process_eval(copy(params)),
+                      o1.network_auto_process_eval(Outputs(copy(params)))):
+        np.testing.assert_allclose(logits(evaluated), trained, rtol=1e-4, atol=1e-5)
+
+    pretrained = {name: p.asnumpy() for name, p in trained_looking(basic_resnet(), seed=3).parameters_dict().items()}
+    plain = logits(copy(pretrained))
+    through_o1 = logits(o1.network_auto_process_eval(Outputs(copy(pretrained))))
+    assert np.abs(through_o1 - plain).max() > 0.1

@@ -143,8 +143,10 @@ class OptimizerProcess:
     def generate_new_optimizer(self):
         """A new optimizer over ``origin_params``, of the original class with portable centralization."""
         learning_rate = self.single_opt.learning_rate if self.learning_rate is None else self.learning_rate
+        args = dict(self.opt_init_args)
+        args.update(args.pop("kwargs", {}))  # an optimizer with **kwargs (Adam) records them under 'kwargs'
         opt = with_portable_centralization(self.opt_class)(params=self.origin_params, learning_rate=learning_rate,
-                                                          **self.opt_init_args)
+                                                          **args)
         return LARS(opt, **self.lars_init_args) if self.is_lars else opt
 
 

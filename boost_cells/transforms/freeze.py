@@ -114,9 +114,30 @@ def _group_parameters(who, group):
                     "optimizer group dicts with a 'params' key.")
 
 
+def _suffix_groups(base, wanted):
+    """``base``'s group dicts restricted to the Parameters in ``wanted`` (ids), in their order, with every option
+    kept. A group left empty is dropped; an ``order_params`` group (the model zoo's ``init_group_params`` ends with
+    ``{"order_params": net.trainable_params()}``) lists exactly the kept Parameters, in ``base``'s order (which is
+    that group's order), so the suffix optimizer orders its parameters, weight decays and learning rates as the
+    original does."""
+    groups, dropped = [], False
+    for group in base.init_params["params"]:
+        if "order_params" in group:
+            groups.append({"order_params": [p for p in base.parameters if id(p) in wanted]})
+            continue
+        kept = [p for p in group["params"] if id(p) in wanted]
+        if kept:
+            groups.append({**group, "params": kept})
+        dropped = dropped or not kept
+    if base.dynamic_lr and base.is_group_lr and dropped:
+        raise ValueError("For 'FreezeOpt', an optimizer with a dynamic learning rate per group cannot drop a "
+                         "whole group when freezing; give every group a parameter in each trained suffix.")
+    return groups
+
+
 def _suffix_optimizer(base, parameters):
     """An optimizer of ``base``'s class and arguments over ``parameters`` that uses ``base``'s state (LARS: around
-    such an optimizer of its inner one)."""
+    such an optimizer of its inner one). Group dicts are split by ``_suffix_groups``."""
     wanted = {id(p) for p in parameters}
     if len(wanted) == len(base.parameters):
         return base
@@ -125,14 +146,7 @@ def _suffix_optimizer(base, parameters):
         return share_state(suffix, base, who="FreezeOpt")
     params = base.init_params["params"]
     if isinstance(params[0], dict):
-        if any("order_params" in group for group in params):
-            raise ValueError("For 'FreezeOpt', optimizer groups with 'order_params' cannot be split by layer group.")
-        params = [{**group, "params": [p for p in group["params"] if id(p) in wanted]} for group in params]
-        kept = [group for group in params if group["params"]]
-        if base.dynamic_lr and base.is_group_lr and len(kept) != len(params):
-            raise ValueError("For 'FreezeOpt', an optimizer with a dynamic learning rate per group cannot drop a "
-                             "whole group when freezing; give every group a parameter in each trained suffix.")
-        params = kept
+        params = _suffix_groups(base, wanted)
     else:
         params = [p for p in params if id(p) in wanted]
     args = dict(base.init_args)

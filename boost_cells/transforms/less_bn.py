@@ -2,16 +2,20 @@
 the ``less_bn`` boost's training transform (network and optimizer).
 
 ``LessBN(network)`` switches on MindSpore's own ``less_bn`` graph pass (``Cell.set_boost("less_bn")``). In
-GRAPH_MODE it drops the first two BatchNorms of each bottleneck residual block from the compiled graph. With
-``fn_flag`` the last ``nn.Dense`` becomes a ``CommonHeadLastFN``. Unlike ``mindspore.boost.LessBN``, no parameter
+GRAPH_MODE it compiles residual blocks without some of their BatchNorms: under ``LessBN(net)`` a projection
+bottleneck's first two and its shortcut's; under ``LessBN(a cell holding net)`` (a network with loss) also the
+first BatchNorm of every basic block, the first two of every bottleneck and the BatchNorm of projection shortcuts
+(the README's LessBN section has the measured table; ``tests/test_less_bn.py`` pins it). With ``fn_flag`` the last
+``nn.Dense`` becomes a ``CommonHeadLastFN``. Unlike ``mindspore.boost.LessBN``, no parameter
 is renamed: the wrapper does not prefix names, and the head's parameters carry the replaced Dense's prefix.
 """
 from mindspore import nn
 
+from ..config import warn_user
 from .centralization import OptimizerProcess, ParameterProcess
 from .fn_head import CommonHeadLastFN
 
-__all__ = ["LessBN", "apply_less_bn", "replace_last_dense"]
+__all__ = ["LessBN", "apply_less_bn", "head_applies", "replace_last_dense"]
 
 
 def _last_dense(network):
@@ -47,6 +51,25 @@ def replace_last_dense(network):
     if isinstance(parent, nn.SequentialCell):  # its construct runs `cell_list`, a copy of the children
         parent.cell_list = list(parent.name_cells().values())
     return head
+
+
+def head_applies(network, fn_flag, warned=None):
+    """Whether the config's ``less_bn.fn_flag`` can apply to ``network``: True when it is on and ``network`` has an
+    ``nn.Dense`` to replace. A network without one (conv only, as a video super-resolution network whose loss is
+    computed inside it) trains without the head, as with the reference; then a ``BoostConfigWarning`` says so,
+    attributed to the user's line, once per ``warned`` set (the caller's record of what it already warned about;
+    None: always warn).
+    """
+    if not fn_flag or _last_dense(network) is not None:
+        return fn_flag
+    if warned is None or "fn_head" not in warned:
+        warn_user("For 'LessBN', 'less_bn.fn_flag' is on but the network has no nn.Dense layer to replace by the "
+                  "feature-normalised head (CommonHeadLastFN), so no head is applied; the rest of less_bn (the "
+                  "graph pass, gradient centralization) and the level's other features still apply. Set "
+                  "'less_bn.fn_flag' to false to train this network without the warning.")
+        if warned is not None:
+            warned.add("fn_head")
+    return False
 
 
 def is_less_bn(network):
@@ -92,19 +115,20 @@ class LessBN(nn.Cell):
         return self.network(*inputs)
 
 
-def apply_less_bn(network, optimizer, config):
+def apply_less_bn(network, optimizer, config, warned=None):
     """The ``less_bn`` training transform of a ``BoostConfig``, as ``mindspore.boost.AutoBoost`` applies it.
 
     Returns ``(LessBN(network, fn_flag), new_optimizer)``: the optimizer rebuilt (same class and arguments) over
     the transformed network's trainable parameters, matched by name to the original's groups, ``comm_fusion``
     split at ``common.gradient_split_groups``, with gradient centralization if ``less_bn.gc_flag``. Without
     ``less_bn``, or for a network already under ``LessBN`` (so that ``AutoBoost`` then ``build_train_network``
-    transform once), both come back unchanged.
+    transform once), both come back unchanged. A network without an ``nn.Dense`` gets no head, with a warning
+    (``head_applies``; ``warned`` as there).
     """
     if not config.enabled("less_bn") or is_less_bn(network):
         return network, optimizer
     section = config.section("less_bn")
-    network = LessBN(network, fn_flag=section["fn_flag"])
+    network = LessBN(network, fn_flag=head_applies(network, section["fn_flag"], warned))
     process = OptimizerProcess(optimizer)
     params = ParameterProcess().assign_parameter_group(network.trainable_params(),
                                                        config.section("common")["gradient_split_groups"])
