@@ -114,7 +114,7 @@ def freeze_sequence(groups, freeze_p, steps):
 
 
 @pytest.mark.parametrize("args, message", [
-    ((3, 3, 0.5, 10), "'freeze_type' must be one of 0"),
+    ((3, 4, 0.5, 10), "'freeze_type' must be one of 0"),
     ((3, True, 0.5, 10), "'freeze_type' must be one of 0"),
     ((3, 1, 1.5, 10), r"'freeze_p' must be a number in \[0, 1\]"),
     ((3, 1, -0.1, 10), r"'freeze_p' must be a number in \[0, 1\]"),
@@ -130,8 +130,8 @@ def test_more_groups_than_layers_raises():
     _, net_with_loss, opt = mlp_setup()
     with pytest.raises(ValueError, match=r"'param_groups' must be at most the network's 3 layer\(s\).*got 4"):
         GradientFreeze(4, 0, 0.5, 10).freeze_generate(net_with_loss, opt)
-    with pytest.raises(ValueError, match="'grad_freeze.freeze_type' must be one of 0, 1, 2"):
-        BoostConfig.from_dict(freeze_config(freeze_type=3))
+    with pytest.raises(ValueError, match="'grad_freeze.freeze_type' must be one of 0, 1, 2, 3, 'auto'"):
+        BoostConfig.from_dict(freeze_config(freeze_type=4))
     with pytest.raises(ValueError, match="'grad_freeze.seed' must be an int >= 0"):
         BoostConfig.from_dict({"grad_freeze": {"seed": -1}})
 
