@@ -1,8 +1,18 @@
-"""Pytest fixtures: run a test in both execution modes, on CPU."""
+"""Pytest fixtures: run a test in both execution modes, on CPU; every test starts without a latest AutoBoost."""
 import mindspore as ms
 import pytest
 
+from boost_cells.config import reset_latest_config
+
 MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
+
+
+@pytest.fixture(autouse=True)
+def no_latest_config():
+    """Forget the config of the latest ``AutoBoost`` before each test: train cells built without ``boost_config=``
+    use it, so a test's ``AutoBoost("O1")`` or ``Model(..., boost_level="O1")`` would otherwise decide what later
+    tests' cells do."""
+    reset_latest_config()
 
 
 @pytest.fixture(params=sorted(MODES))
