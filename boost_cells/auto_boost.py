@@ -2,20 +2,13 @@
 
 Each ``AutoBoost(level, config_dict)`` is an independent object holding its own ``BoostConfig``. For code written
 against ``mindspore.boost``, train cells built without ``boost_config=`` use the config of the most recently
-constructed ``AutoBoost`` (``latest_config()``); a later ``AutoBoost`` replaces it, so two configs in one process
-never stick to each other, and the level table is never written to.
+constructed ``AutoBoost`` (``boost_cells.config.latest_config()``, where that one value lives); a later ``AutoBoost``
+replaces it, so two configs in one process never stick to each other, and the level table is never written to.
 """
-from .config import BoostConfig
+from .config import BoostConfig, set_latest_config
 from .transforms import LessBN, apply_less_bn, freeze_optimizer
 
-__all__ = ["AutoBoost", "latest_config"]
-
-_latest = None
-
-
-def latest_config():
-    """The BoostConfig of the most recent ``AutoBoost``, or level O0 when none was made."""
-    return _latest if _latest is not None else BoostConfig.level("O0")
+__all__ = ["AutoBoost"]
 
 
 class AutoBoost:
@@ -36,13 +29,12 @@ class AutoBoost:
     """
 
     def __init__(self, level="O0", boost_config_dict=""):
-        global _latest
         if boost_config_dict == "" or boost_config_dict is None:
             boost_config_dict = {}
         self.config = BoostConfig.coerce(boost_config_dict, level=level)
         self.level = level
         self.boost_config_dict = boost_config_dict
-        _latest = self.config
+        set_latest_config(self.config)
 
     @property
     def boost_config(self):

@@ -11,7 +11,7 @@ import warnings
 
 from mindspore import nn, ops
 
-from .auto_boost import latest_config
+from .config import latest_config
 from .config import BoostConfig
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import make_grad_reducer, parallel_info

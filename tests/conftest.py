@@ -1,8 +1,31 @@
-"""Pytest fixtures: run a test in both execution modes, on CPU."""
+"""Pytest fixtures: run a test in both execution modes, on CPU; every test starts from the same process state.
+
+The suite runs in random order (pytest-randomly, see pytest.ini), so no test may depend on what an earlier one
+left behind. ``fresh_process_state`` (autouse) gives every test the state of a new process: PYNATIVE_MODE on CPU
+(MindSpore's default mode), a stand-alone parallel context, and no latest ``AutoBoost`` config; it restores the
+same after the test, so a module-scoped fixture that runs next does not inherit a test's mode either.
+"""
 import mindspore as ms
 import pytest
 
+from boost_cells.config import reset_latest_config
+
 MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
+
+
+def _fresh_state():
+    reset_latest_config()
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    if ms.get_auto_parallel_context("parallel_mode") != ms.ParallelMode.STAND_ALONE:
+        ms.reset_auto_parallel_context()
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_state():
+    """Before and after each test: PYNATIVE_MODE on CPU, stand-alone, no latest AutoBoost config."""
+    _fresh_state()
+    yield
+    _fresh_state()
 
 
 @pytest.fixture(params=sorted(MODES))

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 
 import mindspore as ms
 import numpy as np
@@ -23,6 +24,7 @@ from mindspore.common import dtype as mstype
 from mindspore.train import Callback
 
 from ..distributed import parallel_info
+from ..mindspore_internals import prefixes_child_names
 
 __all__ = ["OverflowRecord", "OverflowReport", "locate_overflow", "FirstOverflowReporter",
            "OverflowReportCallback"]
@@ -30,8 +32,9 @@ __all__ = ["OverflowRecord", "OverflowReport", "locate_overflow", "FirstOverflow
 _LOGGER = logging.getLogger("boost_cells.diagnostics")
 
 # The largest finite value of each floating-point dtype; reaching it in magnitude counts as "saturated".
-_EXTREMES = {mstype.float16: float(np.finfo(np.float16).max), mstype.bfloat16: 3.3895313892515355e38,
-             mstype.float32: float(np.finfo(np.float32).max), mstype.float64: float(np.finfo(np.float64).max)}
+_EXTREMES = MappingProxyType({
+    mstype.float16: float(np.finfo(np.float16).max), mstype.bfloat16: 3.3895313892515355e38,
+    mstype.float32: float(np.finfo(np.float32).max), mstype.float64: float(np.finfo(np.float64).max)})
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def _named_cells(network):
         found.append((cell, prefix or path or type(cell).__name__, path))
         for attr, child in cell.name_cells().items():
             if child is not None:
-                child_prefix = ".".join(filter(None, (prefix, attr))) if cell._auto_prefix else prefix
+                child_prefix = ".".join(filter(None, (prefix, attr))) if prefixes_child_names(cell) else prefix
                 walk(child, child_prefix, ".".join(filter(None, (path, attr))))
 
     walk(network, "", "")

@@ -8,6 +8,7 @@ is renamed: the wrapper does not prefix names, and the head's parameters carry t
 """
 from mindspore import nn
 
+from ..mindspore_internals import refresh_sequential_cell
 from .centralization import OptimizerProcess, ParameterProcess
 from .fn_head import CommonHeadLastFN
 
@@ -45,7 +46,7 @@ def replace_last_dense(network):
     head.multiplier.name = prefix + "multiplier"
     parent.insert_child_to_cell(name, head)
     if isinstance(parent, nn.SequentialCell):  # its construct runs `cell_list`, a copy of the children
-        parent.cell_list = list(parent.name_cells().values())
+        refresh_sequential_cell(parent)
     return head
 
 
