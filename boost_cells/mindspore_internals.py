@@ -14,6 +14,7 @@ import dataclasses
 import os
 
 from mindspore import nn
+from mindspore.common.sparse_tensor import RowTensorInner as _RowTensorInner  # imported here: graph code calls it
 from mindspore.train import Model as _MindSporeModel
 
 __all__ = ["ModelBuildHooks", "ModelParts", "SkipUnchangedCompilePhase", "amp_network", "ascend_uses_float_status",
@@ -93,8 +94,7 @@ def make_row_tensor(indices, values, dense_shape):
     Relies on: ``mindspore.common.sparse_tensor.RowTensorInner``, the constructor MindSpore's own optimizers use
     for sparse gradients (the public ``RowTensor`` is deprecated), taking ``(indices, values, shape)``.
     """
-    from mindspore.common.sparse_tensor import RowTensorInner  # pylint: disable=import-outside-toplevel
-    return RowTensorInner(indices, values, dense_shape)
+    return _RowTensorInner(indices, values, dense_shape)
 
 
 # ------------------------------------------------------------------------------------------------ devices

@@ -12,10 +12,12 @@ from boost_cells.config import reset_latest_config
 
 MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
 
+ms.set_device("CPU")
+
 
 def _fresh_state():
     reset_latest_config()
-    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
     if ms.get_auto_parallel_context("parallel_mode") != ms.ParallelMode.STAND_ALONE:
         ms.reset_auto_parallel_context()
 

@@ -25,6 +25,7 @@ from mindspore.train import Callback
 
 from ..distributed import parallel_info
 from ..mindspore_internals import prefixes_child_names
+from ..rules import allowed, complies
 
 __all__ = ["OverflowRecord", "OverflowReport", "locate_overflow", "FirstOverflowReporter",
            "OverflowReportCallback"]
@@ -213,9 +214,9 @@ def _named_cells(network):
 def _check_sens(sens):
     if isinstance(sens, Tensor) and sens.size == 1:
         sens = float(sens.astype(mstype.float32).asnumpy().reshape(-1)[0])
-    if isinstance(sens, bool) or not isinstance(sens, (int, float)) or not math.isfinite(sens) or sens <= 0:
-        raise ValueError(f"For 'locate_overflow', 'sens' must be a finite number > 0 or a one-element Tensor (the "
-                         f"loss scale), but got {sens!r}.")
+    if not complies("sens", sens):
+        raise ValueError(f"For 'locate_overflow', 'sens' must be {allowed('sens')} or a one-element Tensor (the loss "
+                         f"scale), but got {sens!r}.")
     return float(sens)
 
 

@@ -9,6 +9,7 @@ is renamed: the wrapper does not prefix names, and the head's parameters carry t
 from mindspore import nn
 
 from ..mindspore_internals import refresh_sequential_cell
+from ..rules import check
 from .centralization import OptimizerProcess, ParameterProcess
 from .fn_head import CommonHeadLastFN
 
@@ -80,8 +81,7 @@ class LessBN(nn.Cell):
         super().__init__(auto_prefix=False)
         if not isinstance(network, nn.Cell):
             raise TypeError(f"For 'LessBN', 'network' must be a Cell, but got {type(network).__name__}.")
-        if not isinstance(fn_flag, bool):
-            raise TypeError(f"For 'LessBN', 'fn_flag' must be a bool, but got {type(fn_flag).__name__}.")
+        check("LessBN", "fn_flag", fn_flag)
         self.network = network
         if not is_less_bn(network):
             network.set_boost("less_bn")
