@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from boost_cells import BoostConfig, DimReduce, DynamicLossScaleUpdate, GroupLossScaleManager, LessBN, Log2LossScaleUpdate
+from boost_cells import (BoostConfig, DimReduce, DynamicLossScaleUpdate, GroupLossScaleManager, LessBN,
+                         Log2LossScaleUpdate)
 from boost_cells import rules
 from boost_cells.config import SCHEMA
 from tests.helpers import linear_setup
