@@ -14,12 +14,14 @@ import dataclasses
 import os
 
 from mindspore import nn
+from mindspore.common import dtype as mstype
 from mindspore.common.sparse_tensor import RowTensorInner as _RowTensorInner  # imported here: graph code calls it
 from mindspore.train import Model as _MindSporeModel
 
 __all__ = ["ModelBuildHooks", "ModelParts", "SkipUnchangedCompilePhase", "amp_network", "ascend_uses_float_status",
-           "communication_group_exists", "make_row_tensor", "npu_clear_float_status", "npu_get_float_status",
-           "optimizer_init_arguments", "prefixes_child_names", "refresh_sequential_cell"]
+           "communication_group_exists", "float32_flags", "make_row_tensor", "npu_clear_float_status",
+           "npu_get_float_status", "optimizer_init_arguments", "prefixes_child_names", "refresh_sequential_cell",
+           "to_float_request"]
 
 
 # ------------------------------------------------------------------------------------------------ nn.Cell
@@ -63,6 +65,26 @@ def refresh_sequential_cell(cell):
     """
     cell.cell_list = list(cell.name_cells().values())
     return cell
+
+
+def to_float_request(flags):
+    """The dtype that a ``to_float(dtype)`` call asks for, read from the flags it passes to ``add_flags_recursive``
+    (``mstype.float16``, ``mstype.bfloat16`` or ``mstype.float32``), or None when ``flags`` are not from
+    ``to_float``. A cell that must stay float32 overrides ``add_flags_recursive`` and passes on
+    ``float32_flags(flags)`` instead.
+
+    Relies on: ``nn.Cell.to_float(dst_type)`` marks a network by
+    ``add_flags_recursive(fp16=dst_type == float16, fp32=dst_type == float32, bf16=dst_type == bfloat16)``.
+    """
+    for key, dtype in (("fp16", mstype.float16), ("bf16", mstype.bfloat16), ("fp32", mstype.float32)):
+        if flags.get(key):
+            return dtype
+    return None
+
+
+def float32_flags(flags):
+    """``flags`` of a ``to_float`` call changed to ask for float32 (see ``to_float_request``)."""
+    return dict(flags, fp16=False, bf16=False, fp32=True)
 
 
 # ------------------------------------------------------------------------------------------------ optimizers

@@ -76,6 +76,26 @@ def test_auto_prefix_flag():
     assert with_prefix.child.weight.name == "child.weight" and without.child.weight.name == "weight"
 
 
+@pytest.mark.parametrize("dtype", [mstype.float16, mstype.bfloat16, mstype.float32])
+def test_to_float_marks_cells_by_flags(dtype):
+    """Cell.to_float(dtype) calls add_flags_recursive with fp16/bf16/fp32 flags on every cell; a cell that passes
+    on float32_flags stays float32 while its siblings take the dtype."""
+    seen = []
+
+    class StaysFloat32(nn.Cell):
+        def add_flags_recursive(self, **flags):
+            seen.append(internals.to_float_request(flags))
+            return super().add_flags_recursive(**internals.float32_flags(flags))
+
+    net = nn.SequentialCell([nn.Dense(2, 2), StaysFloat32()])
+    net.to_float(dtype)
+    assert seen == [dtype]
+    assert net[1].get_flags()["fp32"] and not net[1].get_flags()["fp16"]
+    assert net[0].get_flags()["fp16"] == (dtype == mstype.float16)
+    assert net[0].get_flags()["bf16"] == (dtype == mstype.bfloat16)
+    assert internals.to_float_request({"defer_inline": True}) is None
+
+
 def test_sequential_cell_runs_its_cell_list_until_refreshed():
     """nn.SequentialCell.construct iterates ``cell_list``, which insert_child_to_cell does not refresh."""
     ms.set_context(mode=ms.PYNATIVE_MODE)
