@@ -21,7 +21,7 @@ from mindspore.train import Model as _MindSporeModel
 __all__ = ["ModelBuildHooks", "ModelParts", "SkipUnchangedCompilePhase", "amp_network", "ascend_uses_float_status",
            "communication_group_exists", "float32_flags", "make_row_tensor", "npu_clear_float_status",
            "npu_get_float_status", "optimizer_init_arguments", "prefixes_child_names", "refresh_sequential_cell",
-           "to_float_request"]
+           "reset_pynative_executor", "to_float_request"]
 
 
 # ------------------------------------------------------------------------------------------------ nn.Cell
@@ -35,7 +35,7 @@ class SkipUnchangedCompilePhase:
     before it looks the phase up in the compile cache, and ``nn.Cell``'s ``compile_phase`` setter stores the value
     in ``_compile_phase`` and sets it on every sub-cell (``_cells``), ~11 us per cell on CPU (125 us of a 2 ms MLP
     step). An unchanged phase means a compile-cache hit, so no compile ever follows a skipped walk; a new phase
-    (new input shapes) still walks the tree before compiling. Moved here from ``train_cells._PhaseCachingCell``.
+    (new input shapes) still walks the tree before compiling. Meant to replace ``train_cells._PhaseCachingCell``.
     """
 
     @property
@@ -148,6 +148,20 @@ def npu_get_float_status():
     """A new ``NPUGetFloatStatusV2`` primitive (Ascend only; no CPU kernel); see ``npu_clear_float_status``."""
     from mindspore.ops.operations.math_ops import NPUGetFloatStatusV2  # pylint: disable=import-outside-toplevel
     return NPUGetFloatStatusV2()
+
+
+def reset_pynative_executor():
+    """Drop the PyNative executor's grad-graph state, as a new process has it.
+
+    A forward pass that raises while gradients are being taken in PYNATIVE_MODE (a train cell whose network raises
+    a ValueError for a bad argument, say) leaves the executor's grad state open; every later PyNative step in the
+    process then fails (tensor indexing by an int raises "Only support integers ... but got 0"). This resets it.
+
+    Relies on: ``mindspore.graph.api._pynative_executor.clear_res()`` (what ``mindspore.ms_function`` cleanup and
+    MindSpore's own tests use), which also closes a grad graph left open (``grad_flag()`` becomes False).
+    """
+    from mindspore.graph.api import _pynative_executor  # pylint: disable=import-outside-toplevel
+    _pynative_executor.clear_res()
 
 
 def communication_group_exists(name):

@@ -165,6 +165,32 @@ def test_npu_float_status_primitives():
     assert (clear.name, get.name) == ("NPUClearFloatStatusV2", "NPUGetFloatStatusV2")
 
 
+class _RaisesInForward(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(2, 2)
+
+    def construct(self, x, fail):
+        if fail:
+            raise ValueError("planted")
+        return self.dense(x)[0].sum()
+
+
+def test_reset_pynative_executor_after_a_raising_grad_forward():
+    """clear_res() closes the grad graph a PyNative forward pass left open when it raised, so the next grad step
+    (which indexes a Tensor by an int) runs again."""
+    from mindspore.graph.api import _pynative_executor  # pylint: disable=import-outside-toplevel
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    net, x = _RaisesInForward(), Tensor(np.ones((3, 2), np.float32))
+    grad = ops.GradOperation(get_by_list=True)
+    with pytest.raises(ValueError, match="planted"):
+        grad(net, net.trainable_params())(x, True)
+    internals.reset_pynative_executor()
+    assert not _pynative_executor.grad_flag()
+    grads = grad(net, net.trainable_params())(x, False)
+    np.testing.assert_array_equal(grads[1].asnumpy(), [1.0, 1.0])
+
+
 def test_existing_communication_groups_are_recorded(monkeypatch):
     """create_group consults _ExistingGroup.ITEMS before the backend: a recorded name with the same ranks returns at
     once, with other ranks it raises (no backend is reached, so this runs without a real init())."""
