@@ -25,7 +25,7 @@ import numbers
 from types import MappingProxyType
 
 __all__ = ["MAX_LOSS_SCALE", "RULES", "Rule", "RuleTypeError", "allowed", "check", "check_scale_bounds", "complies",
-           "rule_of"]
+           "is_int", "is_number", "rule_of"]
 
 # Largest loss scale: 1/scale must stay a normal float32 (beyond ~1e38 it flushes to zero and every gradient
 # becomes 0), and scale * factor must stay finite.
