@@ -2,8 +2,8 @@
 
 Each ``AutoBoost(level, config_dict)`` is an independent object holding its own ``BoostConfig``. For code written
 against ``mindspore.boost``, train cells built without ``boost_config=`` use the config of the most recently
-constructed ``AutoBoost`` (``latest_config()``); a later ``AutoBoost`` replaces it, so two configs in one process
-never stick to each other, and the level table is never written to.
+constructed ``AutoBoost`` (``boost_cells.config.latest_config()``, where that one value lives); a later ``AutoBoost``
+replaces it, so two configs in one process never stick to each other, and the level table is never written to.
 """
 from .config import BoostConfig, set_latest_config
 from .transforms import LessBN, apply_less_bn, freeze_optimizer

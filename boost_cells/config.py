@@ -7,19 +7,26 @@ The JSON format is ``mindspore.boost``'s ``boost_config_dict`` plus a top-level 
 off. What the reference accepts and gives a meaning to works here too, with a ``BoostConfigWarning`` where it is
 likely a mistake (a switch that its non-manual mode ignores, two differing accumulation step counts, accumulation
 over one step). What is meaningless is an error naming the key path: unknown keys (the nearest valid key is
-suggested), wrong types, out-of-range values, unknown levels and modes.
+suggested), wrong types, out-of-range values, unknown levels and modes. Each key is checked by the rule of the same
+name in ``boost_cells.rules``, the rule the constructors use for their argument of that name.
+
+The one process-wide value the reference's API implies lives here too: the config of the most recent
+``AutoBoost`` (``latest_config()``), which train cells built without ``boost_config=`` use. ``AutoBoost`` sets it
+(``set_latest_config``); ``reset_latest_config()`` forgets it (the test suite does so around every test).
 """
 import copy
 import difflib
 import json
-import math
 import os
 import sys
 import warnings
 from types import MappingProxyType
 
-__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "latest_config", "reset_latest_config",
-           "set_latest_config", "warn_user"]
+from . import rules
+from .rules import MAX_LOSS_SCALE, check_scale_bounds
+
+__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds",
+           "latest_config", "reset_latest_config", "set_latest_config", "warn_user"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -32,17 +39,6 @@ LEVELS = MappingProxyType({
 })
 
 MODES = ("auto", "manual", "enable_all", "disable_all")
-
-# Largest loss scale: 1/scale must stay a normal float32 (beyond ~1e38 it flushes to zero and every gradient
-# becomes 0), and scale * factor must stay finite.
-MAX_LOSS_SCALE = 2.0 ** 64
-
-
-def check_scale_bounds(who, min_scale, loss_scale_value, max_scale):
-    """Raise unless ``0 < min_scale <= loss_scale_value <= max_scale <= 2**64`` (a policy's bounds and start)."""
-    if not 0 < min_scale <= loss_scale_value <= max_scale <= MAX_LOSS_SCALE:
-        raise ValueError(f"For '{who}', need 0 < min_scale <= loss_scale_value <= max_scale <= 2**64, but got "
-                         f"{min_scale}, {loss_scale_value}, {max_scale}.")
 
 
 class BoostConfigWarning(UserWarning):
@@ -67,82 +63,47 @@ def _warn(message):
     warn_user(f"For 'BoostConfig', {message}")
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 class _Field:
-    """One config key: its default, a type check, a range check, and the allowed values in words."""
+    """One config key: its default and the name of its rule in ``boost_cells.rules`` (by default the key's own
+    name), so the key and the constructor argument of the same name accept the same values."""
 
-    def __init__(self, default, check, allowed):
-        self.default = default
-        self.check = check
-        self.allowed = allowed
+    def __init__(self, default, rule=None):
+        self._default = copy.deepcopy(default)
+        self.rule = rule
 
+    @property
+    def default(self):
+        """A fresh copy of the default (a list default cannot be changed for everyone through one config)."""
+        return copy.deepcopy(self._default)
 
-def _bool(default):
-    return _Field(default, lambda v: isinstance(v, bool), "a bool (true/false)")
-
-
-def _int(default, low, high=None):
-    words = f"an int >= {low}" if high is None else f"an int in [{low}, {high}]"
-    return _Field(default, lambda v: _is_int(v) and v >= low and (high is None or v <= high), words)
-
-
-def _positive(default):
-    return _Field(default, lambda v: _is_number(v) and v > 0, "a finite number > 0")
+    def check(self, path, value):
+        """Raise (naming the key path) unless the rule allows ``value``."""
+        rules.check("BoostConfig", path, value, rule=self.rule)
 
 
-def _scale(default):
-    return _Field(default, lambda v: _is_number(v) and 0 < v <= MAX_LOSS_SCALE, "a number in (0, 2**64]")
+def _fields(**defaults):
+    """A read-only section: each key with its default, checked by the rule of the same name."""
+    return MappingProxyType({key: value if isinstance(value, _Field) else _Field(value)
+                             for key, value in defaults.items()})
 
-
-def _open_unit(default):
-    return _Field(default, lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)")
-
-
-def _log2_step(default):
-    return _Field(default, lambda v: _is_number(v) and 0 < v <= 64, "a number in (0, 64] (a log2 step)")
-
-
-def _choice(default, *choices):
-    return _Field(default, lambda v: v in choices, "one of " + ", ".join(repr(c) for c in choices))
-
-
-def _optional_path(default):
-    return _Field(default, lambda v: v is None or isinstance(v, str), "a path string or null")
-
-
-_SPLIT_GROUPS = _Field([50, 100], lambda v: isinstance(v, list) and all(_is_int(i) and i > 0 for i in v)
-                       and v == sorted(set(v)), "a strictly increasing list of ints > 0")
 
 SCHEMA = MappingProxyType({
-    "boost": {"mode": _choice("auto", *MODES), **{name: _bool(False) for name in FEATURES}},
-    "common": {"gradient_split_groups": _SPLIT_GROUPS, "device_number": _int(8, 1),
-               "grad_accumulation_step": _int(1, 1)},
-    "less_bn": {"fn_flag": _bool(True), "gc_flag": _bool(True)},
-    "grad_freeze": {"param_groups": _int(10, 1), "freeze_type": _choice(1, 0, 1, 2, 3, "auto"),
-                    "freeze_p": _Field(0.7, lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
-                    "total_steps": _int(65536, 1), "seed": _int(0, 0), "auto_interval": _int(100, 1),
-                    "auto_warmup": _int(200, 0), "auto_threshold": _open_unit(0.05)},
-    "grad_accumulation": {"grad_accumulation_step": _int(1, 1)},
-    "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
-                   "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),
-                   "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0), "seed": _int(0, 0)},
-    "loss_scale": {"type": _choice("dynamic", "dynamic", "static", "log2"), "init": _scale(2.0 ** 16),
-                   "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
-                   "window": _int(2000, 1), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
-                   "hysteresis": _int(1, 1), "inc": _log2_step(0.0005), "dec": _log2_step(1.0)},
-    "diagnostics": {"overflow_report": _optional_path(None)},
+    "boost": _fields(mode="auto", **{name: _Field(False, rule="feature_switch") for name in FEATURES}),
+    "common": _fields(gradient_split_groups=[50, 100], device_number=8, grad_accumulation_step=1),
+    "less_bn": _fields(fn_flag=True, gc_flag=True),
+    "grad_freeze": _fields(param_groups=10, freeze_type=1, freeze_p=0.7, total_steps=65536, seed=0,
+                           auto_interval=100, auto_warmup=200, auto_threshold=0.05),
+    "grad_accumulation": _fields(grad_accumulation_step=1),
+    "dim_reduce": _fields(rho=0.55, gamma=0.9, alpha=0.001, sigma=0.4, n_components=32, pca_mat_path=None,
+                          weight_load_dir=None, timeout=1800, seed=0),
+    "loss_scale": _fields(type=_Field("dynamic", rule="loss_scale_type"), init=2.0 ** 16, factor=2.0, window=2000,
+                          min_scale=1.0, max_scale=2.0 ** 24, hysteresis=1, inc=0.0005, dec=1.0),
+    "diagnostics": _fields(overflow_report=None),
 })
 
 # The loss_scale keys that only one policy type reads; setting one of them for another type is an error.
-_LOSS_SCALE_TYPE_KEYS = {"factor": ("dynamic",), "window": ("dynamic",), "hysteresis": ("dynamic",),
-                         "inc": ("log2",), "dec": ("log2",)}
+_LOSS_SCALE_TYPE_KEYS = MappingProxyType({"factor": ("dynamic",), "window": ("dynamic",), "hysteresis": ("dynamic",),
+                                          "inc": ("log2",), "dec": ("log2",)})
 
 
 def _fail(path, allowed, got):
@@ -167,9 +128,8 @@ def _validate_section(name, given):
     _check_keys(name, given, fields)
     section = {}
     for key, field in fields.items():
-        value = given.get(key, copy.deepcopy(field.default))
-        if not field.check(value):
-            _fail(f"{name}.{key}", field.allowed, value)
+        value = given.get(key, field.default)
+        field.check(f"{name}.{key}", value)
         section[key] = value
     return section
 
@@ -241,9 +201,7 @@ class BoostConfig:
         if not isinstance(raw, dict):
             raise TypeError(f"For 'BoostConfig', the config must be a dict, but got {type(raw).__name__}.")
         _check_keys("", raw, ("level", *SCHEMA))
-        level = raw.get("level", "O0")
-        if level not in LEVELS:
-            _fail("level", "one of 'O0', 'O1', 'O2'", level)
+        level = rules.check("BoostConfig", "level", raw.get("level", "O0"))
         sections = {name: _validate_section(name, raw.get(name, {})) for name in SCHEMA}
         features = _resolve_features(level, sections["boost"], raw.get("boost", {}))
         step = _accumulation_step(raw, sections)
@@ -372,19 +330,29 @@ class BoostConfig:
         raise AttributeError("BoostConfig is immutable; build a new one with BoostConfig.from_dict.")
 
 
-_latest = {}
-
-
-def set_latest_config(config):
-    """Record ``config`` as the latest ``AutoBoost``'s: train cells built without ``boost_config=`` use it."""
-    _latest["config"] = config
+_latest = None  # the config of the most recent AutoBoost; see latest_config()
 
 
 def latest_config():
-    """The BoostConfig of the most recent ``AutoBoost``, or level O0 when none was made."""
-    return _latest.get("config") or BoostConfig.level("O0")
+    """The BoostConfig of the most recent ``AutoBoost``, or level O0 when none was made (or after
+    ``reset_latest_config``). Train cells built without ``boost_config=`` use it, as the reference's cells use
+    its process-wide ``AutoBoost``; a later ``AutoBoost`` replaces it, so configs never stick to each other."""
+    return _latest if _latest is not None else BoostConfig.level("O0")
+
+
+def set_latest_config(config):
+    """Make ``config`` (a BoostConfig, a dict or a JSON path) the one ``latest_config()`` returns; returns it as a
+    BoostConfig. ``AutoBoost.__init__`` calls this.
+
+    Raises:
+        TypeError, ValueError: as ``BoostConfig.coerce``.
+    """
+    global _latest  # pylint: disable=global-statement
+    _latest = BoostConfig.coerce(config)
+    return _latest
 
 
 def reset_latest_config():
-    """Forget the latest ``AutoBoost``'s config (tests reset it around each test)."""
-    _latest.clear()
+    """Forget the latest ``AutoBoost`` config: ``latest_config()`` is level O0 again."""
+    global _latest  # pylint: disable=global-statement
+    _latest = None

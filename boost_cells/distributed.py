@@ -7,10 +7,11 @@ import mindspore as ms
 from mindspore import nn
 from mindspore.communication import GlobalComm, create_group, get_group_size, get_rank
 
+from .mindspore_internals import communication_group_exists
+
 __all__ = ["ParallelInfo", "parallel_info", "make_grad_reducer", "ensure_group"]
 
 _DATA_PARALLEL_MODES = ("data_parallel", "hybrid_parallel")
-_created_groups = set()
 
 
 class ParallelInfo:
@@ -38,10 +39,10 @@ def parallel_info():
 
 
 def ensure_group(name, ranks):
-    """Create communication group ``name`` over ``ranks`` once per process."""
-    if name not in _created_groups:
+    """Create communication group ``name`` over ``ranks`` unless this process has it already (MindSpore keeps the
+    record of its groups; nothing is cached here); returns ``name``."""
+    if not communication_group_exists(name):
         create_group(name, list(ranks))
-        _created_groups.add(name)
     return name
 
 

@@ -3,21 +3,22 @@
 MindSpore's ``Model`` hard-wires ``mindspore.boost``, and it applies a boost level only when metrics or an eval
 network are given: otherwise it silently trains plain O0 (and reports the loss as None). This ``Model`` keeps the
 same signature and everything else of ``mindspore.train.Model`` (callbacks, ``eval``, ``predict``, checkpoints)
-and overrides only the two builders: the boost config resolves through ``AutoBoost`` (so its
-``network_auto_process_train/eval`` transform the network and optimizer), and the train cell comes from
-``build_train_network``, after ``amp_level``'s mixed-precision cast and loss wrapper as ``mindspore.amp`` does them.
+and overrides only the two builders (through ``mindspore_internals.ModelBuildHooks``): the boost config resolves
+through ``AutoBoost`` (so its ``network_auto_process_train/eval`` transform the network and optimizer), and the train
+cell comes from ``build_train_network``, after ``amp_level``'s mixed-precision cast and loss wrapper as
+``mindspore.amp`` does them.
 A level that cannot be applied is never a silent O0: with a loss but no optimizer it is an error; with neither (the
 network is a ready train cell, as acn_mindspore passes one) the cell trains as it is, as in MindSpore, with a
 warning that names the features left out.
 """
+import dataclasses
+
 import mindspore as ms
 from mindspore import nn
-from mindspore.train import Model as _MindSporeModel
-from mindspore.train import amp as _amp
-from mindspore.train.model import _merge_inputs, _process_loss_inputs, _set_with_processed_inputs
 
 from .auto_boost import AutoBoost
 from .config import warn_user
+from .mindspore_internals import ModelBuildHooks, amp_network
 from .train_cells import build_train_network
 
 __all__ = ["Model", "build_amp_train_network", "device_target"]
@@ -40,18 +41,12 @@ def build_amp_train_network(network, optimizer, loss_fn, amp_level, boost_config
         ValueError, TypeError: as ``mindspore.amp.build_train_network`` for a bad level or keyword; as
             ``BoostConfig`` for a bad config.
     """
-    # pylint: disable=protected-access
-    _amp._check_kwargs(amp_kwargs)
-    level, _ = _amp._check_level(amp_level, "O0")
-    settings = dict(_amp._config_level[level], **amp_kwargs)
-    network = _amp._auto_mixed_precision_process(network, settings, level)
-    if loss_fn:
-        network = _amp._add_loss_network(network, loss_fn, settings["cast_model_type"])
-    cell = build_train_network(network, optimizer, boost_config, loss_scale_manager=settings["loss_scale_manager"])
+    network, loss_scale_manager = amp_network(network, loss_fn, amp_level, **amp_kwargs)
+    cell = build_train_network(network, optimizer, boost_config, loss_scale_manager=loss_scale_manager)
     return cell.set_train()
 
 
-class Model(_MindSporeModel):
+class Model(ModelBuildHooks):
     """``mindspore.train.Model`` with boost_cells' boost levels; same signature and keyword arguments.
 
     Args:
@@ -81,26 +76,28 @@ class Model(_MindSporeModel):
         super().__init__(network, loss_fn=loss_fn, optimizer=optimizer, metrics=metrics, eval_network=eval_network,
                          eval_indexes=eval_indexes, amp_level=amp_level, boost_level=boost_level, **kwargs)
 
-    def _build_boost_network(self, kwargs):
-        if "acc_level" in kwargs:
-            self._boost_level = kwargs["acc_level"]
-        self.boost = AutoBoost(self._boost_level, kwargs.get("boost_config_dict", ""))
-        if self._optimizer is None:
+    def build_boost(self, parts, kwargs):
+        """``AutoBoost``'s network and optimizer transforms, with or without metrics (see ``ModelBuildHooks``)."""
+        level = kwargs.get("acc_level", parts.boost_level)
+        self.boost = AutoBoost(level, kwargs.get("boost_config_dict", ""))
+        if parts.optimizer is None:
             enabled = [name for name, on in self.boost.boost_config.items() if on]
-            if enabled and self._loss_fn is not None:
-                raise ValueError(f"For 'Model', boost level {self._boost_level!r} switches on {enabled}, which "
+            if enabled and parts.loss_fn is not None:
+                raise ValueError(f"For 'Model', boost level {level!r} switches on {enabled}, which "
                                  "act on the training step, but 'optimizer' is None. Pass an optimizer, or use "
                                  "boost_level 'O0' for a Model that only evaluates or predicts.")
             if enabled:
-                warn_user(f"For 'Model', boost level {self._boost_level!r} switches on {enabled}, but 'optimizer' "
-                          "and 'loss_fn' are None: 'network' is taken as a ready train cell (or a network to "
-                          "evaluate or predict with) and used as it is, without those features. To boost it, pass "
-                          "the network with loss and its optimizer, or build the train cell with "
-                          "boost_cells.build_train_network.")
-            return
-        self._network, self._optimizer = self.boost.network_auto_process_train(self._network, self._optimizer)
-        if self._eval_network is not None:
-            self._eval_network = self.boost.network_auto_process_eval(self._eval_network)
+                warn_user(f"For 'Model', boost level {level!r} switches on {enabled}, but 'optimizer' and 'loss_fn' "
+                          "are None: 'network' is taken as a ready train cell (or a network to evaluate or predict "
+                          "with) and used as it is, without those features. To boost it, pass the network with loss "
+                          "and its optimizer, or build the train cell with boost_cells.build_train_network.")
+            return dataclasses.replace(parts, boost_level=level)
+        network, optimizer = self.boost.network_auto_process_train(parts.network, parts.optimizer)
+        eval_network = parts.eval_network
+        if eval_network is not None:
+            eval_network = self.boost.network_auto_process_eval(eval_network)
+        return dataclasses.replace(parts, network=network, optimizer=optimizer, eval_network=eval_network,
+                                   boost_level=level)
 
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
         """``mindspore.train.Model.train``, refusing dataset sink mode on GPU and Ascend when the train network has
@@ -118,21 +115,12 @@ class Model(_MindSporeModel):
                              "graph, where no host code runs between steps), but got True.")
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
 
-    def _build_train_network(self):
-        if self._optimizer is None:
-            return super()._build_train_network()
-        if not isinstance(self._network, nn.Cell):
-            raise TypeError(f"For 'Model', 'network' must be a Cell, but got {type(self._network).__name__}.")
-        amp_kwargs = {}
-        if self._loss_scale_manager_set:
-            amp_kwargs["loss_scale_manager"] = self._loss_scale_manager
-        if self._keep_bn_fp32 is not None:
-            amp_kwargs["keep_batchnorm_fp32"] = self._keep_bn_fp32
-        network = build_amp_train_network(self._network, self._optimizer, self._loss_fn, self._amp_level,
-                                          self.boost.config, **amp_kwargs)
-        net_inputs = self._network.get_inputs()
-        if self._loss_fn and self._loss_fn.get_inputs() and net_inputs:
-            net_inputs = _merge_inputs(net_inputs, _process_loss_inputs(self._loss_fn.get_inputs()))
-        if net_inputs is not None:
-            _set_with_processed_inputs(network, net_inputs)
-        return network
+    def build_train(self, parts):
+        """boost_cells' train cell after ``amp_level``'s cast (see ``ModelBuildHooks``); without an optimizer,
+        MindSpore's own (the network with loss)."""
+        if parts.optimizer is None:
+            return None
+        if not isinstance(parts.network, nn.Cell):
+            raise TypeError(f"For 'Model', 'network' must be a Cell, but got {type(parts.network).__name__}.")
+        return build_amp_train_network(parts.network, parts.optimizer, parts.loss_fn, parts.amp_level,
+                                       self.boost.config, **parts.amp_kwargs)

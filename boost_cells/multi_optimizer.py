@@ -5,7 +5,7 @@ overflow detector, loss-scale part and update strategy (accumulation and gradien
 this cell only orders the pairs' windows and, where the pairs share a scale or a decision, moves the scale.
 """
 import os
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 
 from mindspore import nn, ops
 
@@ -16,7 +16,9 @@ from .scaling.group_loss_scale import GroupLossScaleManager
 from .scaling.loss_scale import HeldLossScale, LossScale
 from .scaling.overflow import make_overflow_detector
 from .steps import make_train_step, make_update_strategy
-from .train_cells import _PhaseCachingCell, check_cells, resolve_config
+from .mindspore_internals import SkipUnchangedCompilePhase
+from .rules import check
+from .train_cells import check_cells, resolve_config
 from .transforms.freeze import freeze_optimizer, unfrozen
 
 __all__ = ["MultiOptimizerTrainOneStepCell"]
@@ -24,13 +26,13 @@ __all__ = ["MultiOptimizerTrainOneStepCell"]
 _NAME = "MultiOptimizerTrainOneStepCell"
 
 # Features a config may switch on that do not apply per pair, and why.
-_REFUSED = {
+_REFUSED = MappingProxyType({
     "less_bn": "it transforms one classifier's network and optimizer (LessBN, FN head); apply LessBN to a pair's "
                "network yourself, or switch 'less_bn' off ('boost': {'mode': 'manual', 'less_bn': false})",
     "dim_reduce": "its PCA matrix describes one network's weights",
     "loss_scale_group": "a GroupLossScaleManager scales one network's layer groups: use it with "
                         "BoostTrainOneStepWithLossScaleCell",
-}
+})
 
 
 def _check_pairs(pairs):
@@ -113,7 +115,7 @@ def _any(flags):
     return overflow
 
 
-class MultiOptimizerTrainOneStepCell(HostHooks, _PhaseCachingCell):
+class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Cell):
     """One loss-scaled step over several (network with loss, optimizer) pairs, e.g. a GAN's discriminator and
     generator, each pair in its own overflow window.
 
@@ -170,8 +172,7 @@ class MultiOptimizerTrainOneStepCell(HostHooks, _PhaseCachingCell):
                  overflow_report=None):
         super().__init__(auto_prefix=False)
         pairs = _check_pairs(pairs)
-        if not isinstance(shared_overflow, bool):
-            raise TypeError(f"For '{_NAME}', 'shared_overflow' must be a bool, but got {shared_overflow!r}.")
+        check(_NAME, "shared_overflow", shared_overflow)
         senses = _per_pair("scale_sense", scale_sense, len(pairs))
         if any(isinstance(sense, GroupLossScaleManager) for sense in senses):
             raise TypeError(f"For '{_NAME}', 'scale_sense' must be loss-scale update cells or Tensors; a "

@@ -7,27 +7,41 @@ keep in sync. What would clash is each cell's own state (``scale_sense``, ``loss
 ``grad_accumulation.*``): same names on different Parameters, so a parent cell holding both would make MindSpore
 rename every parameter in it (the user's weights included) and a joint checkpoint could not tell them apart.
 
-So the first live train cell on an optimizer keeps the plain names (checkpoints of single-cell runs load
+So the first train cell built on an optimizer keeps the plain names (checkpoints of single-cell runs load
 unchanged) and every further one prefixes its own state with ``share<n>.``, n = 1, 2, ... in order of
-construction. The network's and the optimizer's Parameters are never renamed. A cell rebuilt on the same optimizer
-while an earlier one is still referenced counts as a further cell, so drop the earlier one first when the new one
-must load a checkpoint under the plain names.
+construction. The network's and the optimizer's Parameters are never renamed.
+
+The names depend only on the order of construction, never on which cells are still alive: the count is kept on
+the optimizer object itself (``optimizer._boost_cells_train_cells``), not in a process-wide registry, so a run that
+builds the same cells in the same order gets the same names, and loads its own checkpoint, whatever the garbage
+collector freed in between. A cell rebuilt on the same optimizer object is a further cell (``share<n>.``); to load
+a single-cell checkpoint under the plain names into a rebuilt cell, rebuild the optimizer too, as a resumed run
+does.
 """
 import re
-import weakref
 
-__all__ = ["own_state", "prefix_own_state", "share_prefix", "unprefixed"]
+__all__ = ["own_state", "prefix_own_state", "share_prefix", "train_cells_built_on", "unprefixed"]
 
 _PREFIX = re.compile(r"^share[1-9][0-9]*\.")
 
-_CELLS_ON = weakref.WeakKeyDictionary()  # optimizer -> {share index: train cell}, both held weakly
+# The count of train cells built on an optimizer, kept on the optimizer (a plain int attribute, not state).
+_COUNT = "_boost_cells_train_cells"
+
+
+def train_cells_built_on(optimizer):
+    """How many train cells took a prefix from ``share_prefix`` on ``optimizer`` so far."""
+    return getattr(optimizer, _COUNT, 0)
 
 
 def share_prefix(optimizer, cell):
-    """The prefix for ``cell``'s own state: "" for the first live train cell on ``optimizer``, else "share<n>."."""
-    cells = _CELLS_ON.setdefault(optimizer, weakref.WeakValueDictionary())
-    index = next(i for i in range(len(cells) + 1) if i not in cells)
-    cells[index] = cell
+    """The prefix for ``cell``'s own state: "" for the first train cell built on ``optimizer``, "share<n>." for the
+    n-th further one, counted in order of construction on the optimizer object (see the module docstring).
+
+    ``cell`` is the train cell being built; only the count decides, whether earlier cells are alive or not.
+    """
+    del cell  # the signature callers use; the name depends on the count alone
+    index = train_cells_built_on(optimizer)
+    object.__setattr__(optimizer, _COUNT, index + 1)
     return f"share{index}." if index else ""
 
 

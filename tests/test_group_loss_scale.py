@@ -290,11 +290,11 @@ def _bad_groups(net):
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"init_loss_scale": 0}, ValueError, "'init_loss_scale' must be a number in"),
     ({"init_loss_scale": float("inf")}, ValueError, "'init_loss_scale'"),
-    ({"init_loss_scale": "64"}, TypeError, "'init_loss_scale' must be a number, but got str"),
+    ({"init_loss_scale": "64"}, TypeError, "'init_loss_scale' must be a number in \\(0, 2\\*\\*64\\], but got '64'"),
     ({"init_loss_scale": []}, ValueError, "non-empty list"),
     ({"init_loss_scale": [64.0, -1.0]}, ValueError, "'init_loss_scale'"),
     ({"loss_scale_groups": None}, TypeError, "'loss_scale_groups' must be a list of lists"),
-    ({"scale_factor": 1.0}, ValueError, "'scale_factor' must be a number > 1"),
+    ({"scale_factor": 1.0}, ValueError, "'scale_factor' must be a finite number > 1"),
     ({"scale_window": 0}, ValueError, "'scale_window' must be an int >= 1"),
     ({"min_scale": 8.0, "max_scale": 4.0}, ValueError, "'min_scale'"),
 ])

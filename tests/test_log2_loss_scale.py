@@ -114,8 +114,8 @@ def test_config_rejects_bad_log2_sections(section, message):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"loss_scale_value": 8.0, "min_scale": 16.0}, "need 0 < min_scale <= loss_scale_value"),
-    ({"loss_scale_value": 8.0, "inc": 0}, "'inc' must be a finite number > 0"),
-    ({"loss_scale_value": 8.0, "dec": True}, "'dec' must be a finite number > 0"),
+    ({"loss_scale_value": 8.0, "inc": 0}, "'inc' must be a number in \\(0, 64\\]"),
+    ({"loss_scale_value": 8.0, "dec": True}, "'dec' must be a number in \\(0, 64\\]"),
 ])
 def test_policy_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):

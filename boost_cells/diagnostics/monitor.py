@@ -17,6 +17,8 @@ import numpy as np
 from mindspore import Tensor, nn
 from mindspore.train import Callback
 
+from ..rules import check
+
 __all__ = ["BoostMonitor", "format_record", "read_run"]
 
 
@@ -83,8 +85,7 @@ class BoostMonitor(Callback):
 
     def __init__(self, interval=100, path=None, train_cell=None, print_fn=print):
         super().__init__()
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
-            raise ValueError(f"For 'BoostMonitor', 'interval' must be an int >= 1, but got {interval!r}.")
+        check("BoostMonitor", "interval", interval)
         self.interval = interval
         self.path = None if path is None else os.fspath(path)
         self.print_fn = print_fn
@@ -125,8 +126,7 @@ class BoostMonitor(Callback):
 
         Returns the interval's record when this step completes an interval, else None.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"For 'BoostMonitor.record', 'batch_size' must be an int >= 1, but got {batch_size!r}.")
+        check("BoostMonitor.record", "batch_size", batch_size)
         if isinstance(outputs, (tuple, list)) and len(outputs) in (1, 3):
             outputs = tuple(outputs)
         elif isinstance(outputs, Tensor):

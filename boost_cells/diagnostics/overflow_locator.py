@@ -15,6 +15,7 @@ import logging
 import math
 import os
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 
 import mindspore as ms
 import numpy as np
@@ -23,6 +24,8 @@ from mindspore.common import dtype as mstype
 from mindspore.train import Callback
 
 from ..distributed import parallel_info
+from ..mindspore_internals import prefixes_child_names
+from ..rules import allowed, complies
 
 __all__ = ["OverflowRecord", "OverflowReport", "locate_overflow", "FirstOverflowReporter",
            "OverflowReportCallback"]
@@ -30,8 +33,9 @@ __all__ = ["OverflowRecord", "OverflowReport", "locate_overflow", "FirstOverflow
 _LOGGER = logging.getLogger("boost_cells.diagnostics")
 
 # The largest finite value of each floating-point dtype; reaching it in magnitude counts as "saturated".
-_EXTREMES = {mstype.float16: float(np.finfo(np.float16).max), mstype.bfloat16: 3.3895313892515355e38,
-             mstype.float32: float(np.finfo(np.float32).max), mstype.float64: float(np.finfo(np.float64).max)}
+_EXTREMES = MappingProxyType({
+    mstype.float16: float(np.finfo(np.float16).max), mstype.bfloat16: 3.3895313892515355e38,
+    mstype.float32: float(np.finfo(np.float32).max), mstype.float64: float(np.finfo(np.float64).max)})
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ def _named_cells(network):
         found.append((cell, prefix or path or type(cell).__name__, path))
         for attr, child in cell.name_cells().items():
             if child is not None:
-                child_prefix = ".".join(filter(None, (prefix, attr))) if cell._auto_prefix else prefix
+                child_prefix = ".".join(filter(None, (prefix, attr))) if prefixes_child_names(cell) else prefix
                 walk(child, child_prefix, ".".join(filter(None, (path, attr))))
 
     walk(network, "", "")
@@ -210,9 +214,9 @@ def _named_cells(network):
 def _check_sens(sens):
     if isinstance(sens, Tensor) and sens.size == 1:
         sens = float(sens.astype(mstype.float32).asnumpy().reshape(-1)[0])
-    if isinstance(sens, bool) or not isinstance(sens, (int, float)) or not math.isfinite(sens) or sens <= 0:
-        raise ValueError(f"For 'locate_overflow', 'sens' must be a finite number > 0 or a one-element Tensor (the "
-                         f"loss scale), but got {sens!r}.")
+    if not complies("sens", sens):
+        raise ValueError(f"For 'locate_overflow', 'sens' must be {allowed('sens')} or a one-element Tensor (the loss "
+                         f"scale), but got {sens!r}.")
     return float(sens)
 
 

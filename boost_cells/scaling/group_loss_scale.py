@@ -13,14 +13,13 @@ each earlier boundary swaps one group's scale for the next one's.
 per group, and moves each group's scale by its own flags (``DynamicLossScaleUpdate``, elementwise). The reference
 needs Ascend's ``_DynamicLossScale`` kernel; this runs on CPU, GPU and Ascend.
 """
-import math
-
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.train.loss_scale_manager import LossScaleManager
 
-from ..config import MAX_LOSS_SCALE
+from ..mindspore_internals import float32_flags, to_float_request
+from ..rules import check, check_scale_bounds
 from .loss_scale import DynamicLossScaleUpdate, check_scale_value, unscale_by
 
 __all__ = ["GroupLossScaleManager", "GroupLossScale"]
@@ -47,14 +46,6 @@ class _ScaleGradient(nn.Cell):
 
     def bprop(self, x, ratio, out, dout):
         return ops.cast(ops.cast(dout, mstype.float32) * ratio, dout.dtype), ops.zeros_like(ratio)
-
-
-def _check_scale(name, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"For '{_NAME}', '{name}' must be a number, but got {type(value).__name__}.")
-    if not math.isfinite(value) or not low <= value <= high:
-        raise ValueError(f"For '{_NAME}', '{name}' must be a number in [{low}, {high}], but got {value!r}.")
-    return float(value)
 
 
 def _check_groups(groups):
@@ -100,7 +91,7 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
             and assigned later (``manager.loss_scale_groups = [...]``), as in the reference's example. Together they
             must hold every parameter the optimizer updates.
         scale_factor (float): > 1. Default 2.0. scale_window (int): clean steps per growth, >= 1. Default 1000.
-        min_scale, max_scale (float): floor and ceiling of every scale; 1.0 and 2**24 by default.
+        min_scale, max_scale (float): floor and ceiling of every scale, in (0, 2**64]; 1.0 and 2**24 by default.
 
     Parameters (state, checkpointed; created when bound):
         group_loss_scale.scales (float32, shape (n,)): the current scale of each group.
@@ -110,28 +101,24 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
     there are no scales yet).
 
     Raises:
-        TypeError, ValueError: a bad ``init_loss_scale``, ``loss_scale_groups`` or hyperparameter.
+        TypeError, ValueError: a bad ``init_loss_scale``, ``loss_scale_groups`` or hyperparameter (each checked by
+            its rule in ``boost_cells.rules``, as the config's ``loss_scale`` key of the same meaning: ``init``,
+            ``factor``, ``window``, ``min_scale``, ``max_scale``), or an initial scale outside [min, max].
     """
 
     def __init__(self, init_loss_scale, loss_scale_groups, *, scale_factor=2.0, scale_window=1000, min_scale=1.0,
                  max_scale=2.0 ** 24):
         super().__init__()
-        self.max_scale = _check_scale("max_scale", max_scale, 1.0, MAX_LOSS_SCALE)
-        self.min_scale = _check_scale("min_scale", min_scale, 2.0 ** -24, self.max_scale)
-        if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float)) or not scale_factor > 1:
-            raise ValueError(f"For '{_NAME}', 'scale_factor' must be a number > 1, but got {scale_factor!r}.")
-        if isinstance(scale_window, bool) or not isinstance(scale_window, int) or scale_window < 1:
-            raise ValueError(f"For '{_NAME}', 'scale_window' must be an int >= 1, but got {scale_window!r}.")
+        check(_NAME, "scale_factor", scale_factor)
+        check(_NAME, "scale_window", scale_window)
+        if isinstance(init_loss_scale, (list, tuple)) and not init_loss_scale:
+            raise ValueError(f"For '{_NAME}', 'init_loss_scale' must be a number or a non-empty list, but got [].")
+        for value in init_loss_scale if isinstance(init_loss_scale, (list, tuple)) else [init_loss_scale]:
+            check_scale_bounds(_NAME, min_scale, value, max_scale, init_name="init_loss_scale")
+        self.min_scale = float(min_scale)
+        self.max_scale = float(max_scale)
         self.scale_factor = float(scale_factor)
-        self.scale_window = scale_window
-        if isinstance(init_loss_scale, (list, tuple)):
-            if not init_loss_scale:
-                raise ValueError(f"For '{_NAME}', 'init_loss_scale' must be a number or a non-empty list, but got "
-                                 "[].")
-            for value in init_loss_scale:
-                _check_scale("init_loss_scale", value, self.min_scale, self.max_scale)
-        else:
-            _check_scale("init_loss_scale", init_loss_scale, self.min_scale, self.max_scale)
+        self.scale_window = int(scale_window)
         self._loss_scale = init_loss_scale
         self.loss_scale_groups = loss_scale_groups
         self.loss_scale_number = 0
@@ -143,10 +130,11 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
     def add_flags_recursive(self, **flags):
         """Mixed precision (``network.to_float(float16)``) keeps this cell in float32, since a float16 scale
         ratio overflows at 65504, and casts its output to the requested type instead, as the reference does."""
-        if flags.get("fp16") or flags.get("bf16"):
-            self.output_dtype = mstype.float16 if flags.get("fp16") else mstype.bfloat16
-            flags = dict(flags, fp16=False, bf16=False, fp32=True)
-        elif flags.get("fp32"):
+        requested = to_float_request(flags)
+        if requested in (mstype.float16, mstype.bfloat16):
+            self.output_dtype = requested
+            flags = float32_flags(flags)
+        elif requested == mstype.float32:
             self.output_dtype = None
         return super().add_flags_recursive(**flags)
 

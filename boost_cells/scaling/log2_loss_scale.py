@@ -9,7 +9,7 @@ import math
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
-from ..config import check_scale_bounds
+from ..rules import check, check_scale_bounds
 
 __all__ = ["Log2LossScaleUpdate"]
 
@@ -25,7 +25,7 @@ class Log2LossScaleUpdate(nn.Cell):
 
     Args:
         loss_scale_value (float): initial scale (not its log2). inc (float): log2 added per clean step, > 0
-            (tflib: 0.0005). dec (float): log2 subtracted per overflow, > 0 (tflib: 1.0).
+            (tflib: 0.0005), at most 64. dec (float): log2 subtracted per overflow, in (0, 64] (tflib: 1.0).
         min_scale, max_scale (float): floor and ceiling of the scale, ``0 < min <= init <= max <= 2**64``.
 
     Parameters (state, checkpointed):
@@ -35,16 +35,15 @@ class Log2LossScaleUpdate(nn.Cell):
     Outputs: ``overflow``, unchanged.
 
     Raises:
-        ValueError: bounds out of order or outside (0, 2**64], or ``inc``/``dec`` not finite numbers > 0.
+        ValueError: bounds out of order or outside (0, 2**64], or ``inc``/``dec`` not numbers in (0, 64] (the
+            rules of ``boost_cells.rules``, as the config's ``loss_scale`` keys).
     """
 
     def __init__(self, loss_scale_value, inc=0.0005, dec=1.0, min_scale=1.0, max_scale=2.0 ** 24):
         super().__init__()
         check_scale_bounds("Log2LossScaleUpdate", min_scale, loss_scale_value, max_scale)
-        for name, value in (("inc", inc), ("dec", dec)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"For 'Log2LossScaleUpdate', '{name}' must be a finite number > 0, but got "
-                                 f"{value!r}.")
+        check("Log2LossScaleUpdate", "inc", inc)
+        check("Log2LossScaleUpdate", "dec", dec)
         self.loss_scale_value = float(loss_scale_value)
         self.inc = float(inc)
         self.dec = float(dec)

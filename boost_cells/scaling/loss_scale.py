@@ -8,7 +8,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from ..config import check_scale_bounds
+from ..rules import check, check_scale_bounds
 from .log2_loss_scale import Log2LossScaleUpdate
 
 __all__ = ["DynamicLossScaleUpdate", "HeldLossScale", "LossScale", "scale_sense_and_policy", "policy_from_config"]
@@ -46,17 +46,19 @@ class DynamicLossScaleUpdate(nn.Cell):
 
     Inputs: ``loss_scale`` (Parameter, float32 of shape ``shape``, updated in place), ``overflow`` (bool, same
     shape). Outputs: ``overflow``, unchanged.
+
+    Raises:
+        TypeError, ValueError: an argument that its rule in ``boost_cells.rules`` refuses (the same rule as the
+            config's ``loss_scale`` key of that name: ``window=2.0`` is refused, as in ``GroupLossScaleManager``), or
+            bounds out of order.
     """
 
     def __init__(self, loss_scale_value, factor=2.0, window=2000, min_scale=1.0, max_scale=2.0 ** 24,
                  hysteresis=1, *, shape=(), prefix="loss_scale"):
         super().__init__()
         check_scale_bounds("DynamicLossScaleUpdate", min_scale, loss_scale_value, max_scale)
-        if factor <= 1:
-            raise ValueError(f"For 'DynamicLossScaleUpdate', 'factor' must be > 1, but got {factor}.")
-        if int(window) != window or window < 1 or int(hysteresis) != hysteresis or hysteresis < 1:
-            raise ValueError("For 'DynamicLossScaleUpdate', 'window' and 'hysteresis' must be ints >= 1, but got "
-                             f"{window} and {hysteresis}.")
+        for name, value in (("factor", factor), ("window", window), ("hysteresis", hysteresis)):
+            check("DynamicLossScaleUpdate", name, value)
         self.loss_scale_value = float(loss_scale_value)
         self.factor = float(factor)
         self.window = int(window)

@@ -7,13 +7,12 @@ Both detectors share one contract, so the train cell has no target branches:
 - ``construct(status, grads) -> overflow`` runs after the gradients and returns a bool scalar that is identical on
   every rank (all-reduced in data-parallel mode).
 """
-import os
-
 import mindspore as ms
 import mindspore.amp as amp
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
-from mindspore.ops.operations.math_ops import NPUClearFloatStatusV2, NPUGetFloatStatusV2
+
+from ..mindspore_internals import ascend_uses_float_status, npu_clear_float_status, npu_get_float_status
 
 __all__ = ["FiniteCheck", "NPUFloatStatusCheck", "make_overflow_detector", "any_non_finite"]
 
@@ -73,8 +72,8 @@ class NPUFloatStatusCheck(nn.Cell):
 
     def __init__(self, distributed=False, clear_op=None, get_op=None, all_reduce_op=None):
         super().__init__()
-        self.clear_status = clear_op if clear_op is not None else NPUClearFloatStatusV2()
-        self.get_status = get_op if get_op is not None else NPUGetFloatStatusV2()
+        self.clear_status = clear_op if clear_op is not None else npu_clear_float_status()
+        self.get_status = get_op if get_op is not None else npu_get_float_status()
         self.distributed = distributed
         if distributed:
             self.all_reduce = all_reduce_op if all_reduce_op is not None else ops.AllReduce()
@@ -96,18 +95,9 @@ class NPUFloatStatusCheck(nn.Cell):
         return ops.logical_not(ops.equal(flags, self.zero).all())
 
 
-def _ascend_uses_float_status():
-    """Ascend 910A always, 910B only in saturation mode (MS_ASCEND_CHECK_OVERFLOW_MODE=SATURATION_MODE)."""
-    from mindspore._c_expression import MSContext  # pylint: disable=import-outside-toplevel
-    soc = MSContext.get_instance()
-    if soc.ascend_soc_supports_feature("train_hq_dtype_line"):
-        return os.environ.get("MS_ASCEND_CHECK_OVERFLOW_MODE") == "SATURATION_MODE"
-    return True
-
-
 def make_overflow_detector(distributed):
     """The detector for the current device target: float status on Ascend saturation mode, else FiniteCheck."""
     target = ms.get_context("device_target")
-    if target == "Ascend" and _ascend_uses_float_status():
+    if target == "Ascend" and ascend_uses_float_status():
         return NPUFloatStatusCheck(distributed)
     return FiniteCheck(distributed, use_all_finite_kernel=target == "Ascend")

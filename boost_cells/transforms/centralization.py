@@ -8,9 +8,9 @@ reference's: only parameter groups flagged ``grad_centralization``, and only gra
 second dimension is a multiple of 16 (others pass through unchanged).
 """
 from mindspore import Parameter, nn, ops
-from mindspore.common.sparse_tensor import RowTensorInner
 from mindspore.nn.optim import LARS
 
+from ..mindspore_internals import make_row_tensor, optimizer_init_arguments
 from .fn_head import CommonHeadLastFN
 
 __all__ = ["OptimizerProcess", "ParameterProcess", "with_portable_centralization"]
@@ -35,7 +35,7 @@ def _centralize_dense(apply, grad):
 @_centralize.register("Bool", "RowTensor")
 def _centralize_sparse(apply, grad):
     if apply:
-        return RowTensorInner(grad.indices, _centralized(grad.values, grad.dense_shape), grad.dense_shape)
+        return make_row_tensor(grad.indices, _centralized(grad.values, grad.dense_shape), grad.dense_shape)
     return grad
 
 
@@ -48,17 +48,16 @@ class _PortableCentralization:
         return gradients
 
 
-_PORTABLE_CLASSES = {}
-
-
 def with_portable_centralization(opt_class):
-    """The subclass of ``opt_class`` (an ``nn.Optimizer`` class) whose gradient centralization runs on any target;
-    same name, same constructor, ``isinstance`` of ``opt_class``."""
+    """A subclass of ``opt_class`` (an ``nn.Optimizer`` class) whose gradient centralization runs on any target;
+    same name, same constructor, ``isinstance`` of ``opt_class``; ``opt_class`` itself when it already is one.
+
+    Each call makes a new class (there is no process-wide cache of them): the class lives as long as the optimizers
+    built from it, and ``type(opt)(...)`` rebuilds another optimizer of the same kind, as gradient freezing does.
+    """
     if issubclass(opt_class, _PortableCentralization):
         return opt_class
-    if opt_class not in _PORTABLE_CLASSES:
-        _PORTABLE_CLASSES[opt_class] = type(opt_class.__name__, (_PortableCentralization, opt_class), {})
-    return _PORTABLE_CLASSES[opt_class]
+    return type(opt_class.__name__, (_PortableCentralization, opt_class), {})
 
 
 def _as_param_list(name, params):
@@ -99,10 +98,8 @@ class OptimizerProcess:
         self.is_lars = isinstance(opt, LARS)
         self.single_opt = opt.opt if self.is_lars else opt
         self.opt_class = type(self.single_opt)
-        self.opt_init_args = self.single_opt.init_args
-        self.learning_rate = self.single_opt.init_learning_rate
-        self.lars_init_args = opt.init_args if self.is_lars else None
-        self.origin_params = opt.init_params["params"]
+        self.origin_params, self.learning_rate, self.opt_init_args = optimizer_init_arguments(self.single_opt)
+        self.lars_init_args = optimizer_init_arguments(opt)[2] if self.is_lars else None
 
     @staticmethod
     def build_params_dict(network):
@@ -142,11 +139,8 @@ class OptimizerProcess:
 
     def generate_new_optimizer(self):
         """A new optimizer over ``origin_params``, of the original class with portable centralization."""
-        learning_rate = self.single_opt.learning_rate if self.learning_rate is None else self.learning_rate
-        args = dict(self.opt_init_args)
-        args.update(args.pop("kwargs", {}))  # an optimizer with **kwargs (Adam) records them under 'kwargs'
-        opt = with_portable_centralization(self.opt_class)(params=self.origin_params, learning_rate=learning_rate,
-                                                          **args)
+        opt = with_portable_centralization(self.opt_class)(params=self.origin_params, learning_rate=self.learning_rate,
+                                                          **self.opt_init_args)
         return LARS(opt, **self.lars_init_args) if self.is_lars else opt
 
 

@@ -19,6 +19,8 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.nn.optim import LARS, Optimizer
 
+from ..mindspore_internals import optimizer_init_arguments
+from ..rules import check, is_int
 from .auto_freeze import AutoFreeze
 from .shared_state import share_state
 
@@ -29,18 +31,9 @@ CONTINUOUS, INTERVAL, PROGRESSIVE, AUTO = 0, 1, 2, 3
 FREEZE_TYPES = (CONTINUOUS, INTERVAL, PROGRESSIVE, AUTO, "auto")
 
 
-def _check_int(who, name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"For '{who}', '{name}' must be an int >= {low}, but got {value!r}.")
-    return int(value)
-
-
 def _check_freeze_args(who, freeze_type, freeze_p):
-    if isinstance(freeze_type, bool) or freeze_type not in FREEZE_TYPES:
-        raise ValueError(f"For '{who}', 'freeze_type' must be one of 0 (continuous), 1 (interval), 2 "
-                         f"(progressive) or 3 / 'auto', but got {freeze_type!r}.")
-    if isinstance(freeze_p, bool) or not isinstance(freeze_p, (int, float)) or not 0 <= freeze_p <= 1:
-        raise ValueError(f"For '{who}', 'freeze_p' must be a number in [0, 1], but got {freeze_p!r}.")
+    check(who, "freeze_type", freeze_type)
+    check(who, "freeze_p", freeze_p)
 
 
 def split_layers(parameters):
@@ -75,8 +68,8 @@ def freeze_index_sequence(groups, freeze_type, freeze_p, total_steps, seed=0):
     if freeze_type in (AUTO, "auto"):
         raise ValueError("For 'GradientFreeze', freeze_type 3 ('auto') has no sequence in advance: it decides while "
                          "training (boost_cells.transforms.auto_freeze).")
-    groups = _check_int("GradientFreeze", "param_groups", groups, 1)
-    total_steps = _check_int("GradientFreeze", "total_steps", total_steps, 1)
+    groups = int(check("GradientFreeze", "param_groups", groups))
+    total_steps = int(check("GradientFreeze", "total_steps", total_steps))
     length = int(total_steps * 1.01)
     if groups == 1 or freeze_p == 1:
         return [0] * length
@@ -114,14 +107,14 @@ def _group_parameters(who, group):
                     "optimizer group dicts with a 'params' key.")
 
 
-def _suffix_groups(base, wanted):
+def _suffix_groups(base, params, wanted):
     """``base``'s group dicts restricted to the Parameters in ``wanted`` (ids), in their order, with every option
     kept. A group left empty is dropped; an ``order_params`` group (the model zoo's ``init_group_params`` ends with
     ``{"order_params": net.trainable_params()}``) lists exactly the kept Parameters, in ``base``'s order (which is
     that group's order), so the suffix optimizer orders its parameters, weight decays and learning rates as the
     original does."""
     groups, dropped = [], False
-    for group in base.init_params["params"]:
+    for group in params:
         if "order_params" in group:
             groups.append({"order_params": [p for p in base.parameters if id(p) in wanted]})
             continue
@@ -142,16 +135,13 @@ def _suffix_optimizer(base, parameters):
     if len(wanted) == len(base.parameters):
         return base
     if isinstance(base, LARS):
-        suffix = LARS(_suffix_optimizer(base.opt, parameters), **base.init_args)
+        suffix = LARS(_suffix_optimizer(base.opt, parameters), **optimizer_init_arguments(base)[2])
         return share_state(suffix, base, who="FreezeOpt")
-    params = base.init_params["params"]
+    params, learning_rate, args = optimizer_init_arguments(base)
     if isinstance(params[0], dict):
-        params = _suffix_groups(base, wanted)
+        params = _suffix_groups(base, params, wanted)
     else:
         params = [p for p in params if id(p) in wanted]
-    args = dict(base.init_args)
-    args.update(args.pop("kwargs", {}))
-    learning_rate = base.init_learning_rate if base.init_learning_rate is not None else base.learning_rate
     suffix = type(base)(params, learning_rate=learning_rate, **args)
     return share_state(suffix, base, who="FreezeOpt")
 
@@ -219,7 +209,7 @@ class FreezeOpt(nn.Cell):
             raise TypeError(f"For 'FreezeOpt', 'train_strategy' must be None, a non-empty list, tuple or Tensor, but "
                             f"got {type(train_strategy).__name__}.")
         for index in train_strategy:
-            if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < groups:
+            if not is_int(index) or not 0 <= index < groups:
                 raise ValueError(f"For 'FreezeOpt', every 'train_strategy' entry must be an int in [0, {groups}), "
                                  f"but got {index!r}.")
         return tuple(int(index) for index in train_strategy)
@@ -249,11 +239,12 @@ class GradientFreeze:
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval=100, auto_warmup=200,
                  auto_threshold=0.05):
         _check_freeze_args("GradientFreeze", freeze_type, freeze_p)
-        self._auto = (_check_int("GradientFreeze", "auto_interval", auto_interval, 1),
-                      _check_int("GradientFreeze", "auto_warmup", auto_warmup, 0), auto_threshold)
-        self._param_groups = _check_int("GradientFreeze", "param_groups", param_groups, 1)
-        self._total_steps = _check_int("GradientFreeze", "total_steps", total_steps, 1)
-        self._seed = _check_int("GradientFreeze", "seed", seed, 0)
+        self._auto = (int(check("GradientFreeze", "auto_interval", auto_interval)),
+                      int(check("GradientFreeze", "auto_warmup", auto_warmup)),
+                      float(check("GradientFreeze", "auto_threshold", auto_threshold)))
+        self._param_groups = int(check("GradientFreeze", "param_groups", param_groups))
+        self._total_steps = int(check("GradientFreeze", "total_steps", total_steps))
+        self._seed = int(check("GradientFreeze", "seed", seed))
         self._freeze_type = freeze_type
         self._freeze_p = freeze_p
 
@@ -264,7 +255,7 @@ class GradientFreeze:
         Raises:
             ValueError: more groups than layers.
         """
-        groups = _check_int("GradientFreeze", "param_groups", freeze_para_groups_number, 1)
+        groups = int(check("GradientFreeze", "freeze_para_groups_number", freeze_para_groups_number))
         layers = split_layers(net.trainable_params())
         if groups > len(layers):
             raise ValueError(f"For 'GradientFreeze', 'param_groups' must be at most the network's {len(layers)} "

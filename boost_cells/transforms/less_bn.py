@@ -12,6 +12,8 @@ is renamed: the wrapper does not prefix names, and the head's parameters carry t
 from mindspore import nn
 
 from ..config import warn_user
+from ..mindspore_internals import refresh_sequential_cell
+from ..rules import check
 from .centralization import OptimizerProcess, ParameterProcess
 from .fn_head import CommonHeadLastFN
 
@@ -49,7 +51,7 @@ def replace_last_dense(network):
     head.multiplier.name = prefix + "multiplier"
     parent.insert_child_to_cell(name, head)
     if isinstance(parent, nn.SequentialCell):  # its construct runs `cell_list`, a copy of the children
-        parent.cell_list = list(parent.name_cells().values())
+        refresh_sequential_cell(parent)
     return head
 
 
@@ -102,8 +104,7 @@ class LessBN(nn.Cell):
         super().__init__(auto_prefix=False)
         if not isinstance(network, nn.Cell):
             raise TypeError(f"For 'LessBN', 'network' must be a Cell, but got {type(network).__name__}.")
-        if not isinstance(fn_flag, bool):
-            raise TypeError(f"For 'LessBN', 'fn_flag' must be a bool, but got {type(fn_flag).__name__}.")
+        check("LessBN", "fn_flag", fn_flag)
         self.network = network
         if not is_less_bn(network):
             network.set_boost("less_bn")

@@ -14,6 +14,8 @@ be cached; this is the one way a cached run differs from freezing alone.
 import numpy as np
 from mindspore import Tensor, nn
 
+from ..rules import check, is_int
+
 __all__ = ["PrefixCache", "Stages", "split_stages"]
 
 
@@ -62,7 +64,7 @@ def split_stages(network, index):
         raise TypeError(f"For 'split_stages', 'network' must be an nn.SequentialCell or Stages, but got "
                         f"{type(network).__name__}.")
     cells = list(network)
-    if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index < len(cells):
+    if not is_int(index) or not 1 <= index < len(cells):
         raise ValueError(f"For 'split_stages', 'index' must be an int in [1, {len(cells) - 1}] (the network has "
                          f"{len(cells)} stages), but got {index!r}.")
     return Stages(cells[:index]), Stages(cells[index:])
@@ -94,8 +96,7 @@ class PrefixCache:
         if not isinstance(inputs, np.ndarray) or not inputs.shape or not inputs.shape[0]:
             raise TypeError(f"For 'PrefixCache', 'inputs' must be a non-empty numpy array of shape (N, ...), but got "
                             f"{type(inputs).__name__} {getattr(inputs, 'shape', '')}.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"For 'PrefixCache', 'batch_size' must be an int >= 1, but got {batch_size!r}.")
+        check("PrefixCache", "batch_size", batch_size)
         prefix.set_train(False)
         rows = min(batch_size, len(inputs))
         padded = np.concatenate([inputs, np.zeros((-len(inputs) % rows, *inputs.shape[1:]), inputs.dtype)])

@@ -3,6 +3,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
+from ..rules import check
 from .apply import ApplyGradients
 
 __all__ = ["GradientAccumulation"]
@@ -56,10 +57,7 @@ class GradientAccumulation(nn.Cell):
 
     def __init__(self, max_accumulation_step, optimizer, apply_update=None, *, shared=None):
         super().__init__(auto_prefix=False)
-        if isinstance(max_accumulation_step, bool) or not isinstance(max_accumulation_step, int) \
-                or max_accumulation_step < 1:
-            raise ValueError("For 'GradientAccumulation', 'max_accumulation_step' must be an int >= 1, but got "
-                             f"{max_accumulation_step!r}.")
+        max_accumulation_step = int(check("GradientAccumulation", "max_accumulation_step", max_accumulation_step))
         self.max_accumulation_step = max_accumulation_step
         self.inv_steps = 1.0 / max_accumulation_step
         self.apply_update = apply_update if apply_update is not None else ApplyGradients(optimizer)

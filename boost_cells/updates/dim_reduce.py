@@ -21,6 +21,7 @@ from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from ..distributed import ParallelInfo, make_grad_reducer
+from ..rules import check, is_int
 from .pca import pca_matrix
 
 __all__ = ["DimReduce", "bfgs", "make_dim_reduce", "share_from_rank0"]
@@ -93,8 +94,10 @@ class DimReduce(nn.Cell):
     Outputs: ``loss``, depending on the update.
 
     Raises:
-        TypeError: ``network`` is not a Cell, or a weight is not float32. ValueError: an argument out of range, or
-            a matrix whose shape does not match ``n_components`` and the weights.
+        TypeError: ``network`` is not a Cell, or a weight is not float32. ValueError: an argument out of range (each
+            checked by its rule in ``boost_cells.rules``, as the config's ``dim_reduce`` key of that name, so
+            ``alpha=inf`` is refused here as there), or a matrix whose shape does not match ``n_components`` and the
+            weights.
     """
 
     takes_inputs = True
@@ -105,15 +108,12 @@ class DimReduce(nn.Cell):
         del optimizer  # the reference's argument: DimReduce writes its update itself
         if not isinstance(network, nn.Cell):
             raise TypeError(f"For 'DimReduce', 'network' must be a Cell, but got {type(network).__name__}.")
-        for name, value in (("rho", rho), ("gamma", gamma), ("sigma", sigma)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-                raise ValueError(f"For 'DimReduce', '{name}' must be a number in (0, 1), but got {value!r}.")
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
-            raise ValueError(f"For 'DimReduce', 'alpha' must be a number > 0, but got {alpha!r}.")
-        if isinstance(rank_size, bool) or not isinstance(rank_size, int) or rank_size < 1 \
-                or not isinstance(rank, int) or not 0 <= rank < rank_size:
-            raise ValueError(f"For 'DimReduce', 'rank' and 'rank_size' must be ints with 0 <= rank < rank_size, but "
-                             f"got rank={rank!r}, rank_size={rank_size!r}.")
+        for name, value in (("n_components", n_components), ("rho", rho), ("gamma", gamma), ("alpha", alpha),
+                            ("sigma", sigma), ("rank_size", rank_size)):
+            check("DimReduce", name, value)
+        if not is_int(rank) or not 0 <= rank < rank_size:
+            raise ValueError(f"For 'DimReduce', 'rank' must be an int in [0, rank_size) = [0, {rank_size}), but got "
+                             f"{rank!r}.")
         self.weights = ParameterTuple(weight)
         for w in self.weights:
             if w.dtype != mstype.float32:
