@@ -14,6 +14,7 @@ setup(
         "examples": ["scikit-learn>=1.3"],
         # python -m boost_cells.plot draws BoostMonitor logs; everything else runs without matplotlib.
         "plot": ["matplotlib>=3.5"],
-        "test": ["pytest>=7", "scikit-learn>=1.3", "matplotlib>=3.5"],
+        # hypothesis: the property-based tests (tests/test_properties.py and friends) generate configs and faults.
+        "test": ["pytest>=7", "scikit-learn>=1.3", "matplotlib>=3.5", "hypothesis>=6.100"],
     },
 )
