@@ -62,7 +62,12 @@ def _is_int(value):
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float (JSON allows 1 followed by 400 zeros)
+        return False
 
 
 class _Field:
@@ -100,7 +105,9 @@ def _log2_step(default):
 
 
 def _choice(default, *choices):
-    return _Field(default, lambda v: v in choices, "one of " + ", ".join(repr(c) for c in choices))
+    # Not a bool: True == 1, so 'freeze_type': true would pass as 1.
+    return _Field(default, lambda v: not isinstance(v, bool) and v in choices,
+                  "one of " + ", ".join(repr(c) for c in choices))
 
 
 def _optional_path(default):
@@ -231,7 +238,7 @@ class BoostConfig:
             raise TypeError(f"For 'BoostConfig', the config must be a dict, but got {type(raw).__name__}.")
         _check_keys("", raw, ("level", *SCHEMA))
         level = raw.get("level", "O0")
-        if level not in LEVELS:
+        if not isinstance(level, str) or level not in LEVELS:
             _fail("level", "one of 'O0', 'O1', 'O2'", level)
         sections = {name: _validate_section(name, raw.get(name, {})) for name in SCHEMA}
         features = _resolve_features(level, sections["boost"], raw.get("boost", {}))
