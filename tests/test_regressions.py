@@ -21,3 +21,19 @@ def test_config_value_errors_found_by_generated_documents(doc, level_arg, path):
     naming the key path now."""
     with pytest.raises(ValueError, match="For 'BoostConfig', " + path.replace(".", r"\.") + " must be"):
         BoostConfig.from_dict(doc, level=level_arg)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"level": "O1"\xff}', "is not valid JSON: 'utf-8' codec can't decode"),   # was UnicodeDecodeError, no name
+    (b'["O1"]', "must hold a JSON object, but holds list"),                        # was TypeError
+    (b'{"level": "O1", "level": "O2"}', "key 'level' is given twice"),            # the first value was dropped
+    (b'{"grad_freeze": {"seed": -1}}', "'grad_freeze.seed' must be an int >= 0"),  # named the key, not the file
+])
+def test_config_file_errors_name_the_file(tmp_path, content, message):
+    """Found by tests/test_files.py (corrupted config files): every error about a config file's content is a
+    ValueError naming the file."""
+    path = tmp_path / "broken.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="broken.json") as caught:
+        BoostConfig.from_file(path)
+    assert message in str(caught.value)
