@@ -36,6 +36,11 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 # becomes 0), and scale * factor must stay finite.
 MAX_LOSS_SCALE = 2.0 ** 64
 
+# Step counts are counted by int32 Parameters (clean steps, overflows left, micro-steps): larger ones can never be
+# reached and do not fit the graph's constants. The interval freezing schedule's seed seeds a NumPy RandomState.
+INT32_MAX = 2 ** 31 - 1
+SEED_MAX = 2 ** 32 - 1
+
 
 def check_scale_bounds(who, min_scale, loss_scale_value, max_scale):
     """Raise unless ``0 < min_scale <= loss_scale_value <= max_scale <= 2**64`` (a policy's bounds and start)."""
@@ -120,19 +125,19 @@ _SPLIT_GROUPS = _Field([50, 100], lambda v: isinstance(v, list) and all(_is_int(
 SCHEMA = MappingProxyType({
     "boost": {"mode": _choice("auto", *MODES), **{name: _bool(False) for name in FEATURES}},
     "common": {"gradient_split_groups": _SPLIT_GROUPS, "device_number": _int(8, 1),
-               "grad_accumulation_step": _int(1, 1)},
+               "grad_accumulation_step": _int(1, 1, INT32_MAX)},
     "less_bn": {"fn_flag": _bool(True), "gc_flag": _bool(True)},
     "grad_freeze": {"param_groups": _int(10, 1), "freeze_type": _choice(1, 0, 1, 2),
                     "freeze_p": _Field(0.7, lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
-                    "total_steps": _int(65536, 1), "seed": _int(0, 0)},
-    "grad_accumulation": {"grad_accumulation_step": _int(1, 1)},
+                    "total_steps": _int(65536, 1), "seed": _int(0, 0, SEED_MAX)},
+    "grad_accumulation": {"grad_accumulation_step": _int(1, 1, INT32_MAX)},
     "dim_reduce": {"rho": _open_unit(0.55), "gamma": _open_unit(0.9), "alpha": _positive(0.001),
                    "sigma": _open_unit(0.4), "n_components": _int(32, 1), "pca_mat_path": _optional_path(None),
                    "weight_load_dir": _optional_path(None), "timeout": _int(1800, 0), "seed": _int(0, 0)},
     "loss_scale": {"type": _choice("dynamic", "dynamic", "static", "log2"), "init": _scale(2.0 ** 16),
                    "factor": _Field(2.0, lambda v: _is_number(v) and v > 1, "a finite number > 1"),
-                   "window": _int(2000, 1), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
-                   "hysteresis": _int(1, 1), "inc": _log2_step(0.0005), "dec": _log2_step(1.0)},
+                   "window": _int(2000, 1, INT32_MAX), "min_scale": _scale(1.0), "max_scale": _scale(2.0 ** 24),
+                   "hysteresis": _int(1, 1, INT32_MAX), "inc": _log2_step(0.0005), "dec": _log2_step(1.0)},
     "diagnostics": {"overflow_report": _optional_path(None)},
 })
 
