@@ -39,8 +39,11 @@ def is_number(v):
         return False
 
 
-def int_at_least(low):
-    return lambda v: is_int(v) and v >= low
+def int_at_least(low, high=None):
+    return lambda v: is_int(v) and v >= low and (high is None or v <= high)
+
+
+INT32_MAX, SEED_MAX = 2 ** 31 - 1, 2 ** 32 - 1   # int32 counters; NumPy's RandomState seed
 
 
 def number_in(low, high, low_open=False, high_open=False):
@@ -75,12 +78,12 @@ SPEC = {
     "boost": {"mode": ("auto", one_of("auto", "manual", "enable_all", "disable_all")),
               **{name: (False, is_bool) for name in FEATURES}},
     "common": {"gradient_split_groups": ([50, 100], split_groups), "device_number": (8, int_at_least(1)),
-               "grad_accumulation_step": (1, int_at_least(1))},
+               "grad_accumulation_step": (1, int_at_least(1, INT32_MAX))},
     "less_bn": {"fn_flag": (True, is_bool), "gc_flag": (True, is_bool)},
     "grad_freeze": {"param_groups": (10, int_at_least(1)), "freeze_type": (1, one_of(0, 1, 2)),
                     "freeze_p": (0.7, number_in(0, 1)), "total_steps": (65536, int_at_least(1)),
-                    "seed": (0, int_at_least(0))},
-    "grad_accumulation": {"grad_accumulation_step": (1, int_at_least(1))},
+                    "seed": (0, int_at_least(0, SEED_MAX))},
+    "grad_accumulation": {"grad_accumulation_step": (1, int_at_least(1, INT32_MAX))},
     "dim_reduce": {"rho": (0.55, number_in(0, 1, True, True)), "gamma": (0.9, number_in(0, 1, True, True)),
                    "alpha": (0.001, number_in(0, None, True)), "sigma": (0.4, number_in(0, 1, True, True)),
                    "n_components": (32, int_at_least(1)), "pca_mat_path": (None, path_or_null),
@@ -88,9 +91,10 @@ SPEC = {
                    "seed": (0, int_at_least(0))},
     "loss_scale": {"type": ("dynamic", one_of("dynamic", "static", "log2")),
                    "init": (2.0 ** 16, number_in(0, MAX_SCALE, True)),
-                   "factor": (2.0, number_in(1, None, True)), "window": (2000, int_at_least(1)),
+                   "factor": (2.0, number_in(1, None, True)), "window": (2000, int_at_least(1, INT32_MAX)),
                    "min_scale": (1.0, number_in(0, MAX_SCALE, True)),
-                   "max_scale": (2.0 ** 24, number_in(0, MAX_SCALE, True)), "hysteresis": (1, int_at_least(1)),
+                   "max_scale": (2.0 ** 24, number_in(0, MAX_SCALE, True)),
+                   "hysteresis": (1, int_at_least(1, INT32_MAX)),
                    "inc": (0.0005, number_in(0, 64, True)), "dec": (1.0, number_in(0, 64, True))},
     "diagnostics": {"overflow_report": (None, path_or_null)},
 }
@@ -178,7 +182,8 @@ def valid_value(section, key):
     elif key == "gradient_split_groups":
         candidates = st.lists(st.integers(1, 500), max_size=4, unique=True).map(sorted)
     elif is_int(default):
-        candidates = st.one_of(st.integers(0, 9), st.integers(0, 2 ** 40), huge_ints)
+        candidates = st.one_of(st.integers(0, 9), st.integers(0, 2 ** 40), huge_ints,
+                               st.sampled_from([INT32_MAX, INT32_MAX + 1, SEED_MAX, SEED_MAX + 1]))
     else:
         candidates = st.one_of(st.floats(-1e20, 1e20), st.floats(0, 1), st.floats(1, 64), st.integers(-5, 5), specials,
                                st.sampled_from([0.5, 1.0, 2.0, 64.0, 1e-30, 2.0 ** 64]))
