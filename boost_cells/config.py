@@ -18,6 +18,8 @@ import sys
 import warnings
 from types import MappingProxyType
 
+import numpy as np
+
 __all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
@@ -42,8 +44,22 @@ INT32_MAX = 2 ** 31 - 1
 SEED_MAX = 2 ** 32 - 1
 
 
+def is_real(value):
+    """A Python or NumPy real number that converts to a float (an int too large for one does not)."""
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def check_scale_bounds(who, min_scale, loss_scale_value, max_scale):
     """Raise unless ``0 < min_scale <= loss_scale_value <= max_scale <= 2**64`` (a policy's bounds and start)."""
+    for name, value in (("min_scale", min_scale), ("loss_scale_value", loss_scale_value), ("max_scale", max_scale)):
+        if not is_real(value):
+            raise ValueError(f"For '{who}', '{name}' must be a number, but got {value!r}.")
     if not 0 < min_scale <= loss_scale_value <= max_scale <= MAX_LOSS_SCALE:
         raise ValueError(f"For '{who}', need 0 < min_scale <= loss_scale_value <= max_scale <= 2**64, but got "
                          f"{min_scale}, {loss_scale_value}, {max_scale}.")

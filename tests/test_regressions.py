@@ -55,3 +55,31 @@ def test_config_refuses_counts_its_int32_state_cannot_hold(doc, path):
         BoostConfig.from_dict(doc)
     edge = {section: {key: (2 ** 32 - 1 if key == "seed" else 2 ** 31 - 1) for key in keys} for section, keys in doc.items()}
     BoostConfig.from_dict(edge)
+
+
+HUGE = 10 ** 400   # a JSON int too large for a float
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"loss_scale_value": "1024"}, "'loss_scale_value' must be a number"),   # was TypeError from '<='
+    ({"loss_scale_value": 1024.0, "max_scale": None}, "'max_scale' must be a number"),
+    ({"loss_scale_value": 1024.0, "factor": HUGE}, "'factor' must be > 1"),   # was OverflowError in float()
+    ({"loss_scale_value": 1024.0, "factor": float("nan")}, "'factor' must be > 1"),   # was accepted: a nan scale
+    ({"loss_scale_value": 1024.0, "factor": "2"}, "'factor' must be > 1"),
+    ({"loss_scale_value": 1024.0, "window": float("inf")}, "'window' and 'hysteresis'"),   # was OverflowError
+    ({"loss_scale_value": 1024.0, "window": "O1"}, "'window' and 'hysteresis'"),   # was int() ValueError
+    ({"loss_scale_value": 1024.0, "hysteresis": 10 ** 30}, "'window' and 'hysteresis'"),   # OverflowError np.full
+    ({"loss_scale_value": 1024.0, "window": 10 ** 30}, "'window' and 'hysteresis'"),   # failed at graph build
+])
+def test_dynamic_loss_scale_arguments_raise_value_error_naming_them(kwargs, message):
+    """Found by tests/test_constructor_properties.py (builds or raises naming the argument)."""
+    from boost_cells import DynamicLossScaleUpdate
+    with pytest.raises(ValueError, match=message):
+        DynamicLossScaleUpdate(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"inc": HUGE}, "'inc' must be a finite number > 0"),   # was OverflowError in float()
+    ({"dec": HUGE}, "'dec' must be a finite number > 0"),
+    ({"min_scale": "1"}, "'min_scale' must be a number"),   # was TypeError from '<'
+])

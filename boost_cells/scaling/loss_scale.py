@@ -8,7 +8,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from ..config import check_scale_bounds
+from ..config import INT32_MAX, check_scale_bounds, is_real
 from .log2_loss_scale import Log2LossScaleUpdate
 
 __all__ = ["DynamicLossScaleUpdate", "LossScale", "scale_sense_and_policy", "policy_from_config"]
@@ -52,11 +52,12 @@ class DynamicLossScaleUpdate(nn.Cell):
                  hysteresis=1, *, shape=(), prefix="loss_scale"):
         super().__init__()
         check_scale_bounds("DynamicLossScaleUpdate", min_scale, loss_scale_value, max_scale)
-        if factor <= 1:
-            raise ValueError(f"For 'DynamicLossScaleUpdate', 'factor' must be > 1, but got {factor}.")
-        if int(window) != window or window < 1 or int(hysteresis) != hysteresis or hysteresis < 1:
-            raise ValueError("For 'DynamicLossScaleUpdate', 'window' and 'hysteresis' must be ints >= 1, but got "
-                             f"{window} and {hysteresis}.")
+        if not is_real(factor) or not factor > 1:  # not a string, not nan, not an int too large for a float
+            raise ValueError(f"For 'DynamicLossScaleUpdate', 'factor' must be > 1, but got {factor!r}.")
+        for value in (window, hysteresis):
+            if not is_real(value) or not 1 <= value <= INT32_MAX or int(value) != value:
+                raise ValueError("For 'DynamicLossScaleUpdate', 'window' and 'hysteresis' must be ints >= 1 (at most "
+                                 f"2**31 - 1: int32 counters), but got {window!r} and {hysteresis!r}.")
         self.loss_scale_value = float(loss_scale_value)
         self.factor = float(factor)
         self.window = int(window)
