@@ -83,3 +83,16 @@ def test_dynamic_loss_scale_arguments_raise_value_error_naming_them(kwargs, mess
     ({"dec": HUGE}, "'dec' must be a finite number > 0"),
     ({"min_scale": "1"}, "'min_scale' must be a number"),   # was TypeError from '<'
 ])
+def test_log2_loss_scale_arguments_raise_value_error_naming_them(kwargs, message):
+    """Found by tests/test_constructor_properties.py."""
+    from boost_cells import Log2LossScaleUpdate
+    with pytest.raises(ValueError, match=message):
+        Log2LossScaleUpdate(1024.0, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"init_loss_scale": HUGE}, "'init_loss_scale' must be a number in"),   # was OverflowError in math.isfinite
+    ({"init_loss_scale": 1024.0, "min_scale": HUGE}, "'min_scale' must be a number in"),
+    ({"init_loss_scale": 1024.0, "scale_factor": HUGE}, "'scale_factor' must be a number > 1"),   # float()
+    ({"init_loss_scale": 1024.0, "scale_window": 2 ** 31}, "'scale_window' must be an int >= 1"),   # int32
+])

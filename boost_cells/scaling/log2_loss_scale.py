@@ -9,7 +9,7 @@ import math
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
-from ..config import check_scale_bounds
+from ..config import check_scale_bounds, is_real
 
 __all__ = ["Log2LossScaleUpdate"]
 
@@ -42,7 +42,7 @@ class Log2LossScaleUpdate(nn.Cell):
         super().__init__()
         check_scale_bounds("Log2LossScaleUpdate", min_scale, loss_scale_value, max_scale)
         for name, value in (("inc", inc), ("dec", dec)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            if isinstance(value, bool) or not is_real(value) or not 0 < value < math.inf:
                 raise ValueError(f"For 'Log2LossScaleUpdate', '{name}' must be a finite number > 0, but got "
                                  f"{value!r}.")
         self.loss_scale_value = float(loss_scale_value)
