@@ -96,3 +96,11 @@ def test_log2_loss_scale_arguments_raise_value_error_naming_them(kwargs, message
     ({"init_loss_scale": 1024.0, "scale_factor": HUGE}, "'scale_factor' must be a number > 1"),   # float()
     ({"init_loss_scale": 1024.0, "scale_window": 2 ** 31}, "'scale_window' must be an int >= 1"),   # int32
 ])
+def test_group_loss_scale_manager_arguments_raise_value_error_naming_them(kwargs, message):
+    """Found by tests/test_constructor_properties.py."""
+    from boost_cells import GroupLossScaleManager
+    with pytest.raises(ValueError, match=message):
+        GroupLossScaleManager(loss_scale_groups=[], **kwargs)
+
+
+@pytest.mark.parametrize("steps", [HUGE, 2 ** 31])

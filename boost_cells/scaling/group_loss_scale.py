@@ -20,7 +20,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.train.loss_scale_manager import LossScaleManager
 
-from ..config import MAX_LOSS_SCALE
+from ..config import INT32_MAX, MAX_LOSS_SCALE, is_real
 from .loss_scale import DynamicLossScaleUpdate, check_scale_value, unscale_by
 
 __all__ = ["GroupLossScaleManager", "GroupLossScale"]
@@ -52,7 +52,7 @@ class _ScaleGradient(nn.Cell):
 def _check_scale(name, value, low, high):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"For '{_NAME}', '{name}' must be a number, but got {type(value).__name__}.")
-    if not math.isfinite(value) or not low <= value <= high:
+    if not is_real(value) or not math.isfinite(value) or not low <= value <= high:
         raise ValueError(f"For '{_NAME}', '{name}' must be a number in [{low}, {high}], but got {value!r}.")
     return float(value)
 
@@ -118,10 +118,11 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
         super().__init__()
         self.max_scale = _check_scale("max_scale", max_scale, 1.0, MAX_LOSS_SCALE)
         self.min_scale = _check_scale("min_scale", min_scale, 2.0 ** -24, self.max_scale)
-        if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float)) or not scale_factor > 1:
+        if isinstance(scale_factor, bool) or not is_real(scale_factor) or not scale_factor > 1:
             raise ValueError(f"For '{_NAME}', 'scale_factor' must be a number > 1, but got {scale_factor!r}.")
-        if isinstance(scale_window, bool) or not isinstance(scale_window, int) or scale_window < 1:
-            raise ValueError(f"For '{_NAME}', 'scale_window' must be an int >= 1, but got {scale_window!r}.")
+        if isinstance(scale_window, bool) or not isinstance(scale_window, int) or not 1 <= scale_window <= INT32_MAX:
+            raise ValueError(f"For '{_NAME}', 'scale_window' must be an int >= 1 (at most 2**31 - 1: int32 counters), "
+                             f"but got {scale_window!r}.")
         self.scale_factor = float(scale_factor)
         self.scale_window = scale_window
         if isinstance(init_loss_scale, (list, tuple)):
