@@ -104,3 +104,10 @@ def test_group_loss_scale_manager_arguments_raise_value_error_naming_them(kwargs
 
 
 @pytest.mark.parametrize("steps", [HUGE, 2 ** 31])
+def test_gradient_accumulation_refuses_step_counts_its_int32_counter_cannot_hold(graph_mode, steps):
+    """Found by tests/test_constructor_properties.py: 10**400 raised OverflowError (1.0 / steps), 10**30 failed
+    when the graph was built."""
+    from boost_cells import GradientAccumulation
+    from tests.helpers import linear_setup
+    with pytest.raises(ValueError, match="'max_accumulation_step' must be an int >= 1"):
+        GradientAccumulation(steps, linear_setup()[2])

@@ -3,6 +3,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
+from ..config import INT32_MAX
 from .apply import ApplyGradients
 
 __all__ = ["GradientAccumulation"]
@@ -53,9 +54,9 @@ class GradientAccumulation(nn.Cell):
     def __init__(self, max_accumulation_step, optimizer, apply_update=None):
         super().__init__(auto_prefix=False)
         if isinstance(max_accumulation_step, bool) or not isinstance(max_accumulation_step, int) \
-                or max_accumulation_step < 1:
-            raise ValueError("For 'GradientAccumulation', 'max_accumulation_step' must be an int >= 1, but got "
-                             f"{max_accumulation_step!r}.")
+                or not 1 <= max_accumulation_step <= INT32_MAX:
+            raise ValueError("For 'GradientAccumulation', 'max_accumulation_step' must be an int >= 1 (at most 2**31 - 1: "
+                             f"an int32 counter), but got {max_accumulation_step!r}.")
         self.max_accumulation_step = max_accumulation_step
         self.inv_steps = 1.0 / max_accumulation_step
         self.apply_update = apply_update if apply_update is not None else ApplyGradients(optimizer)
