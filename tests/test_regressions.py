@@ -111,3 +111,30 @@ def test_gradient_accumulation_refuses_step_counts_its_int32_counter_cannot_hold
     from tests.helpers import linear_setup
     with pytest.raises(ValueError, match="'max_accumulation_step' must be an int >= 1"):
         GradientAccumulation(steps, linear_setup()[2])
+
+
+def test_dim_reduce_refuses_an_alpha_too_large_for_a_float_and_a_non_finite_matrix(graph_mode):
+    """Found by tests/test_constructor_properties.py (alpha=10**400 raised OverflowError) and the planted-fault
+    properties (a nan in 'pca_mat_local' was taken and reached every weight)."""
+    import numpy as np
+    from boost_cells import DimReduce
+    from tests.helpers import linear_setup
+    _, net_with_loss, opt = linear_setup()
+    args = (net_with_loss, opt, opt.parameters)
+    with pytest.raises(ValueError, match="'alpha' must be a number > 0"):
+        DimReduce(*args, np.zeros((2, 15), np.float32), 2, 0.55, 0.9, HUGE, 0.4, 0, 1)
+    matrix = np.zeros((2, 15), np.float32)
+    matrix[1, 3] = np.nan
+    with pytest.raises(ValueError, match="'pca_mat_local' must hold finite real numbers"):
+        DimReduce(*args, matrix, 2, 0.55, 0.9, 0.001, 0.4, 0, 1)
+
+
+def test_dim_reduce_share_waits_with_a_huge_timeout_instead_of_raising_overflow(monkeypatch):
+    """Found by generated configs: dim_reduce.timeout 10**30 (a valid int >= 0) made threading's join raise
+    OverflowError; it now waits without a practical bound. (The all-reduce is a stand-in that returns at once:
+    a real one needs a data-parallel job.)"""
+    import numpy as np
+    from boost_cells.updates import dim_reduce
+    monkeypatch.setattr(dim_reduce.ops, "AllReduce", lambda: (lambda tensor: tensor))
+    shared = dim_reduce.share_from_rank0(np.ones((2, 3), np.float32), 0, 10 ** 30)
+    np.testing.assert_array_equal(shared, np.ones((2, 3), np.float32))

@@ -20,6 +20,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
+from ..config import is_real
 from ..distributed import ParallelInfo, make_grad_reducer
 from .pca import pca_matrix
 
@@ -108,7 +109,7 @@ class DimReduce(nn.Cell):
         for name, value in (("rho", rho), ("gamma", gamma), ("sigma", sigma)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ValueError(f"For 'DimReduce', '{name}' must be a number in (0, 1), but got {value!r}.")
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
+        if isinstance(alpha, bool) or not is_real(alpha) or not alpha > 0:
             raise ValueError(f"For 'DimReduce', 'alpha' must be a number > 0, but got {alpha!r}.")
         if isinstance(rank_size, bool) or not isinstance(rank_size, int) or rank_size < 1 \
                 or not isinstance(rank, int) or not 0 <= rank < rank_size:
@@ -125,6 +126,9 @@ class DimReduce(nn.Cell):
         if pca.shape != (n_components, self.offsets[-1]):
             raise ValueError(f"For 'DimReduce', 'pca_mat_local' must have shape (n_components, weight elements) = "
                              f"({n_components}, {self.offsets[-1]}), but got {pca.shape}.")
+        if pca.dtype.kind not in "fiu" or not np.all(np.isfinite(pca)):
+            raise ValueError("For 'DimReduce', 'pca_mat_local' must hold finite real numbers (a non-finite direction "
+                             f"would reach every weight), but got dtype {pca.dtype} with non-finite or non-real values.")
         self.network = network
         self.pca = Tensor(pca, mstype.float32)
         self.steps = (Tensor(1.0, mstype.float32), Tensor(float(rho), mstype.float32))
@@ -217,7 +221,7 @@ def share_from_rank0(matrix, rank, timeout):
     worker = threading.Thread(target=lambda: result.update(value=ops.AllReduce()(contribution).asnumpy()),
                               daemon=True)
     worker.start()
-    worker.join(timeout or None)
+    worker.join(min(timeout, threading.TIMEOUT_MAX) if timeout else None)  # join(10**30) raises OverflowError
     if "value" not in result:
         raise RuntimeError(f"For 'DimReduce', the ranks did not all reach the PCA matrix all-reduce within "
                            f"'dim_reduce.timeout' = {timeout} s: another rank failed or is still computing its "
