@@ -138,3 +138,11 @@ def test_dim_reduce_share_waits_with_a_huge_timeout_instead_of_raising_overflow(
     monkeypatch.setattr(dim_reduce.ops, "AllReduce", lambda: (lambda tensor: tensor))
     shared = dim_reduce.share_from_rank0(np.ones((2, 3), np.float32), 0, 10 ** 30)
     np.testing.assert_array_equal(shared, np.ones((2, 3), np.float32))
+
+
+def test_gradient_freeze_refuses_a_seed_numpy_cannot_take():
+    """Found by building accepted configs: seed 2**40 passed and the schedule failed with numpy's "Seed must be
+    between 0 and 2**32 - 1", not naming the argument."""
+    from boost_cells import GradientFreeze
+    with pytest.raises(ValueError, match="'seed' must be an int >= 0 and <= 4294967295"):
+        GradientFreeze(2, 1, 0.5, 10, 2 ** 40)

@@ -26,9 +26,11 @@ CONTINUOUS, INTERVAL, PROGRESSIVE = 0, 1, 2
 FREEZE_TYPES = (CONTINUOUS, INTERVAL, PROGRESSIVE)
 
 
-def _check_int(who, name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"For '{who}', '{name}' must be an int >= {low}, but got {value!r}.")
+def _check_int(who, name, value, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low \
+            or (high is not None and value > high):
+        bound = "" if high is None else f" and <= {high}"
+        raise ValueError(f"For '{who}', '{name}' must be an int >= {low}{bound}, but got {value!r}.")
     return int(value)
 
 
@@ -223,7 +225,7 @@ class GradientFreeze:
         _check_freeze_args("GradientFreeze", freeze_type, freeze_p)
         self._param_groups = _check_int("GradientFreeze", "param_groups", param_groups, 1)
         self._total_steps = _check_int("GradientFreeze", "total_steps", total_steps, 1)
-        self._seed = _check_int("GradientFreeze", "seed", seed, 0)
+        self._seed = _check_int("GradientFreeze", "seed", seed, 0, 2 ** 32 - 1)  # a NumPy RandomState seed
         self._freeze_type = freeze_type
         self._freeze_p = freeze_p
 
