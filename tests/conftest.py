@@ -24,6 +24,15 @@ def examples(count):
     return count * (10 if settings().derandomize is False else 1)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The figures the reliability tests counted (tests/figures.py), when any ran."""
+    from tests import figures  # pylint: disable=import-outside-toplevel
+    if figures.COUNTS or figures.NOTES:
+        terminalreporter.section("reliability figures")
+        for line in figures.lines():
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(params=sorted(MODES))
 def mode(request):
     """Run the test once in GRAPH_MODE and once in PYNATIVE_MODE (on CPU)."""

@@ -26,6 +26,7 @@ from mindspore import nn
 
 from boost_cells import (AutoBoost, BoostConfig, BoostMonitor, DimReduce, DynamicLossScaleUpdate, GradientAccumulation,
                          GradientFreeze, GroupLossScaleManager, LessBN, Log2LossScaleUpdate)
+from tests import figures
 from tests.conftest import examples
 from tests.helpers import Linear, linear_setup
 from tests.test_config_properties import json_values
@@ -138,6 +139,7 @@ def config_accepts(case, value):
 def outcome(case, value):
     """``(accepted, problem)``: the constructor builds (accepted) or raises TypeError/ValueError naming the argument
     (or one it is checked against); anything else is the problem."""
+    figures.add("constructor argument values tried")
     try:
         case.build(value)
     except (TypeError, ValueError) as error:

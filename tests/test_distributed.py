@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from mindspore import Tensor
 
 from boost_cells import BoostTrainOneStepCell
+from tests import figures
 from tests.conftest import examples
 from tests.helpers import NumpyOptimizer, batch, linear_setup, numpy_adasum, numpy_mse_grads
 from tests.distributed.worker import PLAN_POLICY, ROWS, adasum_deltas
@@ -233,6 +234,9 @@ def test_planted_faults_on_random_ranks_skip_on_every_rank(two_workers, four_wor
             clean = [clean[i:i + 2] for i in range(0, len(clean) - 1, 2)]
         weights = {"fc.weight": result[f"{index}.fc.weight"], "fc.bias": result[f"{index}.fc.bias"]}
         assert_weights(weights, numpy_train(clean, NumpyOptimizer(0.1, 0.9)))
+        figures.add(f"planted faults on random ranks ({workers} workers): plans", 1)
+        figures.add(f"planted faults on random ranks ({workers} workers): faults planted",
+                    sum(fault is not None for fault in plan["steps"]))
 
 
 def test_two_nodes_of_two_workers_equal_one_launch_of_four(four_workers, tmp_path):

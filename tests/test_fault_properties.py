@@ -28,6 +28,7 @@ from mindspore.common import dtype as mstype
 
 from boost_cells import (BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate, GroupLossScaleManager,
                          Log2LossScaleUpdate, MultiOptimizerTrainOneStepCell)
+from tests import figures
 from tests.conftest import examples
 
 DIMS = (4, 5, 5, 5, 3)      # 4 Dense layers; the reference's layer rule makes 2 freezing layers of 2 each
@@ -382,4 +383,6 @@ def test_planted_faults_never_reach_the_state_and_the_scale_follows_its_policy(g
     def planted(plan):
         fixture.reset()
         check(fixture, plan)
+        figures.add("planted faults, in-process: steps run", len(plan))
+        figures.add("planted faults, in-process: faults planted", sum(fault is not None for fault in plan))
     planted()

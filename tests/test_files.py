@@ -19,6 +19,7 @@ from boost_cells import (BoostConfig, BoostMonitor, BoostTrainOneStepCell, Boost
                          DynamicLossScaleUpdate, OverflowReportCallback, build_train_network)
 from boost_cells.diagnostics import read_run
 from boost_cells.diagnostics import files
+from tests import figures
 from tests.conftest import examples
 from tests.helpers import Linear, batch, linear_setup
 from tests.launch import ROOT
@@ -60,6 +61,7 @@ def test_a_torn_last_line_is_dropped_and_the_resumed_log_stays_whole(tmp_path_fa
     """A worker killed mid-write leaves part of its last record (maybe followed by anything): a new BoostMonitor
     opens the log without error, keeps every whole record, continues from the last one's step, and appends whole
     lines after them."""
+    figures.add("damaged files: monitor logs with a torn last line")
     path = tmp_path_factory.mktemp("torn") / "run.jsonl"
     log_steps(path, 4)
     data = path.read_bytes()
@@ -232,6 +234,7 @@ def test_a_damaged_pca_matrix_is_an_error_naming_the_file(graph_mode, tmp_path_f
     """Any truncation or flipped bytes: with the .sha256 DimReduce wrote, always an error naming the file; without
     it (a matrix from elsewhere), an error naming the file or, when the damage left a well-formed finite matrix of
     the right shape, that matrix."""
+    figures.add("damaged files: PCA .npy matrices")
     good = pca_file.read_bytes()
     data = damage(good, *how)
     path = tmp_path_factory.mktemp("damaged") / "pca.npy"
@@ -262,6 +265,7 @@ def test_a_pca_matrix_that_is_not_plain_finite_numbers_is_refused(graph_mode, tm
 @given(how=damages)
 def test_a_damaged_warm_up_checkpoint_is_an_error_naming_the_file(graph_mode, tmp_path_factory, pca_file, how):
     """weight_load_dir checkpoints saved with crc_check=True: any damage is caught, naming the file."""
+    figures.add("damaged files: warm-up checkpoints (DimReduce)")
     folder = tmp_path_factory.mktemp("warmup")
     for i, name in enumerate(sorted(os.listdir(pca_file.parent / "ckpt"))):
         data = (pca_file.parent / "ckpt" / name).read_bytes()
@@ -317,6 +321,7 @@ def test_a_damaged_resume_checkpoint_is_an_error_naming_the_file(graph_mode, tmp
     data = damage(resume_checkpoint.read_bytes(), *how)
     if data == resume_checkpoint.read_bytes():
         return
+    figures.add("damaged files: resume checkpoints")
     path = tmp_path_factory.mktemp("damaged") / "boost-2_6.ckpt"
     path.write_bytes(data)
     with pytest.raises(ValueError, match=str(path)):
@@ -342,6 +347,7 @@ CONFIGS = sorted((ROOT / "configs").glob("*.json"))
 def test_a_damaged_config_file_is_a_config_or_an_error_naming_the_file(tmp_path_factory, config, how):
     """Any truncation or flipped bytes of a shipped config: a config (the damage left valid JSON with valid values,
     e.g. a changed digit) or a ValueError naming the file; never another exception."""
+    figures.add("damaged files: config files")
     path = tmp_path_factory.mktemp("config") / config.name
     path.write_bytes(damage(config.read_bytes(), *how))
     try:

@@ -22,6 +22,7 @@ import pytest
 
 from boost_cells.diagnostics import read_run
 from tests.distributed.resume_worker import EPOCHS, KILL_RANK, MONITOR_INTERVAL, TRAIN_SAMPLES, BATCH_SIZE
+from tests import figures
 from tests.launch import FAST_FAILURE_ENV, finish_msrun, start_msrun
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "resume_worker.py"
@@ -83,6 +84,8 @@ def test_a_killed_worker_ends_the_job_promptly_with_the_cause_named(jobs):
     assert re.search(r"Worker process \d+ exit with exception\. Error code: -9", jobs["killed_output"])
     assert f"rank {KILL_RANK}: SIGKILL before step {STOPS[KILLED]}" in jobs["killed_output"]
     assert jobs["seconds"] < 30, jobs["seconds"]
+    figures.note("kill and resume: seconds from the SIGKILL to the launcher's exit (MS_NODE_TIMEOUT=10)",
+                 f"{jobs['seconds']:.1f}")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -95,6 +98,8 @@ def test_resumed_run_ends_bit_identical_to_the_uninterrupted_one(jobs, case):
         assert sorted(resumed) == sorted(reference)
         for name, value in reference.items():
             np.testing.assert_array_equal(resumed[name], value, err_msg=f"{case} rank {rank} {name}")
+        figures.add("kill and resume: Parameters bit-identical to the uninterrupted run (all cases, both ranks)",
+                    len(reference))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -147,5 +152,6 @@ def test_monitor_log_of_the_resumed_run_equals_the_uninterrupted_one(jobs, case)
                                                         MONITOR_INTERVAL))
     assert [{key: r[key] for key in RECORD_KEYS} for r in resumed] == \
         [{key: r[key] for key in RECORD_KEYS} for r in reference]
+    figures.add("kill and resume: monitor records equal to the uninterrupted run's (none lost)", len(reference))
     if "loss_scale" in CASES[case]:
         assert sum(r["overflows"] for r in reference) > 0
