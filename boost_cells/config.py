@@ -177,6 +177,16 @@ def _accumulation_step(raw, sections):
     return step
 
 
+def _no_duplicate_keys(pairs):
+    """``json`` object hook: a key written twice would silently lose its first value."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key '{key}' is given twice ({out[key]!r} and {value!r}).")
+        out[key] = value
+    return out
+
+
 class BoostConfig:
     """An immutable, validated boost configuration.
 
@@ -242,16 +252,26 @@ class BoostConfig:
 
     @classmethod
     def from_file(cls, path, level=None):
-        """Load and validate a JSON config file; ``level`` as in ``from_dict``."""
+        """Load and validate a JSON config file; ``level`` as in ``from_dict``. Every error about the file's content
+        (not JSON, not UTF-8, not an object, a key given twice, a bad key) is a ValueError naming the file."""
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"For 'BoostConfig', config file '{path}' does not exist.")
-        with open(path, encoding="utf-8") as handle:
-            try:
-                raw = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"For 'BoostConfig', '{path}' is not valid JSON: {error}") from error
-        return cls.from_dict(raw, level=level)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        try:
+            raw = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"For 'BoostConfig', '{path}' is not valid JSON: {error}") from error
+        except ValueError as error:  # a duplicate key
+            raise ValueError(f"For 'BoostConfig', in config file '{path}': {error}") from error
+        if not isinstance(raw, dict):
+            raise ValueError(f"For 'BoostConfig', config file '{path}' must hold a JSON object, but holds "
+                             f"{type(raw).__name__}.")
+        try:
+            return cls.from_dict(raw, level=level)
+        except ValueError as error:
+            raise ValueError(f"{error} (config file '{path}')") from error
 
     @classmethod
     def level(cls, level):

@@ -31,6 +31,11 @@ __all__ = ["MAX_LOSS_SCALE", "RULES", "Rule", "RuleTypeError", "allowed", "check
 # becomes 0), and scale * factor must stay finite.
 MAX_LOSS_SCALE = 2.0 ** 64
 
+# Step counts are counted by int32 Parameters (clean steps, overflows left, micro-steps): larger ones can never be
+# reached and do not fit the graph's constants. The interval freezing schedule's seed seeds a NumPy RandomState.
+INT32_MAX = 2 ** 31 - 1
+SEED_MAX = 2 ** 32 - 1
+
 
 class RuleTypeError(TypeError, ValueError):
     """An argument of the wrong type (a ``TypeError``; also a ``ValueError``, as the checks it replaces raised)."""
@@ -73,9 +78,17 @@ def _int(low, high=None):
     return Rule(words, is_int, lambda v: v >= low and (high is None or v <= high))
 
 
+def _finite(value):
+    """Whether a number is finite; an int too large for a float (JSON allows 1 followed by 400 zeros) is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _number(words, fits):
     """A finite number (int or float) that ``fits``."""
-    return Rule(words, is_number, lambda v: math.isfinite(v) and fits(v))
+    return Rule(words, is_number, lambda v: _finite(v) and fits(v))
 
 
 def _bool():
@@ -118,14 +131,14 @@ RULES = MappingProxyType({
     "shared_overflow": _bool(),
     # counts and sizes
     "device_number": _int(1),
-    "grad_accumulation_step": _int(1),
+    "grad_accumulation_step": _int(1, INT32_MAX),
     "param_groups": _int(1),
     "total_steps": _int(1),
     "n_components": _int(1),
     "interval": _int(1),
     "batch_size": _int(1),
     "rank_size": _int(1),
-    "seed": _int(0),
+    "seed": _int(0, SEED_MAX),
     "timeout": _int(0),
     # gradient freezing
     "freeze_type": _choice(0, 1, 2, 3, "auto", words="one of 0, 1, 2, 3, 'auto' (0 continuous, 1 interval, "
@@ -144,8 +157,8 @@ RULES = MappingProxyType({
     "min_scale": _number("a number in (0, 2**64]", lambda v: 0 < v <= MAX_LOSS_SCALE),
     "max_scale": _number("a number in (0, 2**64]", lambda v: 0 < v <= MAX_LOSS_SCALE),
     "factor": _number("a finite number > 1", lambda v: v > 1),
-    "window": _int(1),
-    "hysteresis": _int(1),
+    "window": _int(1, INT32_MAX),
+    "hysteresis": _int(1, INT32_MAX),
     "inc": _number("a number in (0, 64] (a log2 step)", lambda v: 0 < v <= 64),
     "dec": _number("a number in (0, 64] (a log2 step)", lambda v: 0 < v <= 64),
     "sens": _number("a finite number > 0", lambda v: v > 0),

@@ -20,22 +20,32 @@ Data-parallel, two workers::
     msrun --worker_num=2 --local_worker_num=2 --master_port=8129 --join=True --log_dir=logs \\
         examples/train.py --config configs/O0.json
 
+With ``--checkpoint-dir DIR`` it trains through ``boost_cells.Model.train`` instead of its own loop, with a
+``ModelCheckpoint`` (CRC-checked) at the end of every epoch into ``DIR/rank<r>/`` and, given ``--monitor``, a
+``BoostMonitor`` callback; ``--resume`` continues from the newest checkpoint there, the README's resume recipe::
+
+    msrun ... examples/train.py --config configs/loss_scale.json --checkpoint-dir ckpt --monitor run.jsonl
+    msrun ... examples/train.py --config configs/loss_scale.json --checkpoint-dir ckpt --monitor run.jsonl --resume
+
 Exits with code 1 when the final test accuracy is below ``--min-accuracy``.
 """
 import argparse
 import math
 import os
+import re
 import sys
 import time
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 from mindspore import Tensor, nn, ops
 from mindspore.communication import get_group_size, get_rank, init
+from mindspore.train import Callback, CheckpointConfig, ModelCheckpoint
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from boost_cells import AutoBoost, BoostConfig, BoostMonitor, build_train_network
+from boost_cells import AutoBoost, BoostConfig, BoostMonitor, Model, build_train_network
 from boost_cells.transforms.freeze import unfrozen
 
 SPLIT_SEED = 0
@@ -69,9 +79,21 @@ def parse_args(argv=None):
                         help="steps per monitor record (default: 10)")
     parser.add_argument("--min-accuracy", type=float, default=0.0,
                         help="exit with code 1 if the final test accuracy is below this (default: 0.0)")
+    parser.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                        help="train through boost_cells.Model.train, saving a CRC-checked checkpoint of the whole "
+                             "train cell at the end of every epoch into DIR/rank<r>/ (every rank its own)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --checkpoint-dir: continue from the newest checkpoint there (load_checkpoint, "
+                             "then Model.train(..., initial_epoch=its epoch)); a fresh start when there is none")
+    parser.add_argument("--train-samples", type=int, default=None, metavar="N",
+                        help="train on the first N training images only (quick runs; default: all 1437)")
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1 or args.monitor_interval < 1:
         parser.error("--epochs, --batch-size and --monitor-interval must be >= 1")
+    if args.resume and args.checkpoint_dir is None:
+        parser.error("--resume needs --checkpoint-dir")
+    if args.train_samples is not None and args.train_samples < 1:
+        parser.error("--train-samples must be >= 1")
     return args
 
 
@@ -229,6 +251,165 @@ def train(args, rank, rank_count, log):
     return test_accuracy
 
 
+class ShardedEpochs:
+    """This rank's rows of every global batch, epoch after epoch: the loop's data order, as a dataset source.
+
+    Epoch ``e``'s order is the ``e``-th permutation drawn from ``np.random.default_rng(seed)``, as the loop draws
+    them, and rank ``r`` of ``n`` takes rows ``[r * batch_size, (r + 1) * batch_size)`` of each global batch of
+    ``batch_size * n`` rows (the last partial global batch is dropped). It starts at ``first_epoch``, so a run
+    resumed at epoch ``e`` sees exactly the batches an uninterrupted run saw from epoch ``e`` on.
+    """
+
+    def __init__(self, images, labels, batch_size, rank, rank_count, seed, first_epoch=0):
+        self.images, self.labels = images, labels
+        self.batch_size, self.rank, self.rank_count = batch_size, rank, rank_count
+        self.seed = seed
+        self.epoch = first_epoch
+
+    def __len__(self):
+        return len(self.images) // (self.batch_size * self.rank_count)
+
+    def __iter__(self):
+        rng = np.random.default_rng(self.seed)
+        for _ in range(self.epoch):
+            rng.permutation(len(self.images))
+        batches = global_batches(rng, len(self.images), self.batch_size * self.rank_count)
+        self.epoch += 1
+        for batch in batches:
+            rows = batch[self.rank * self.batch_size:(self.rank + 1) * self.batch_size]
+            yield self.images[rows], self.labels[rows]
+
+
+def sharded_dataset(images, labels, batch_size, rank, rank_count, seed, first_epoch=0):
+    """A ``GeneratorDataset`` of ``ShardedEpochs`` (one step's rows per element), for ``Model.train``."""
+    source = ShardedEpochs(images, labels, batch_size, rank, rank_count, seed, first_epoch)
+    return ds.GeneratorDataset(source, column_names=["image", "label"], shuffle=False)
+
+
+class CosineLearningRate(Callback):
+    """Set the optimizer's learning rate at the start of every epoch to ``cosine_lr(peak, epoch, epochs)``."""
+
+    def __init__(self, peak, epochs):
+        super().__init__()
+        self.peak, self.epochs = peak, epochs
+
+    def on_train_epoch_begin(self, run_context):
+        params = run_context.original_args()
+        optimizer = params.train_network.optimizer
+        while not isinstance(optimizer, nn.Optimizer):  # a FreezeOpt holds the real one
+            optimizer = optimizer.optimizer
+        ops.assign(optimizer.learning_rate, Tensor(np.float32(cosine_lr(self.peak, params.cur_epoch_num,
+                                                                           self.epochs))))
+
+
+class EpochReport(Callback):
+    """One line per epoch (through ``log``): the mean loss of this rank, overflows, the loss scale, time."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log, self.losses, self.overflows, self.scale = log, [], 0, None
+        self.start = time.perf_counter()
+
+    def on_train_step_end(self, run_context):
+        out = run_context.original_args().net_outputs
+        if isinstance(out, (tuple, list)):
+            self.overflows += int(out[1].asnumpy())
+            self.scale = float(out[2].asnumpy())
+            out = out[0]
+        self.losses.append(float(out.asnumpy()))
+
+    def on_train_epoch_end(self, run_context):
+        scale = "-" if self.scale is None else f"{self.scale:.10g}"
+        self.log(f"epoch {run_context.original_args().cur_epoch_num:3d}  loss {np.mean(self.losses):.4f}  "
+                 f"overflows {self.overflows}  loss scale {scale}  elapsed {time.perf_counter() - self.start:.1f}s")
+        self.losses, self.overflows = [], 0
+
+
+_CHECKPOINT_NAME = re.compile(r"-(\d+)_(\d+)\.ckpt$")
+
+
+def newest_checkpoint(directory):
+    """The checkpoint of the latest epoch (then step) in ``directory`` written by ``ModelCheckpoint``
+    (``<prefix>-<epoch>_<step>.ckpt``; a relaunch's files get the prefix ``<prefix>_1``), or None."""
+    if not os.path.isdir(directory):
+        return None
+    found = []
+    for name in os.listdir(directory):
+        match = _CHECKPOINT_NAME.search(name)
+        if match and not name.endswith("_breakpoint.ckpt"):
+            found.append((int(match.group(1)), int(match.group(2)), name))
+    return os.path.join(directory, max(found)[2]) if found else None
+
+
+def load_resume_state(train_network, path):
+    """Load the checkpoint at ``path`` into ``train_network`` (every Parameter of the train cell: weights,
+    optimizer state, loss scale and its counters, accumulation buffers, freezing position, ...); returns the
+    epoch it was taken at (``ModelCheckpoint``'s ``append_info`` ``epoch_num``).
+
+    Raises:
+        ValueError: naming ``path``: the file cannot be read (truncated, corrupted: its CRC is checked), or it
+            misses a Parameter of ``train_network`` or holds one the cell does not have (another config).
+    """
+    try:
+        params = ms.load_checkpoint(path, crc_check=True)
+    except (ValueError, RuntimeError, OSError, TypeError) as error:
+        raise ValueError(f"checkpoint '{path}' cannot be read ({error}); it is truncated or corrupted: resume from "
+                         "the one before it") from error
+    if "epoch_num" not in params:
+        raise ValueError(f"checkpoint '{path}' has no 'epoch_num': save with "
+                         "CheckpointConfig(append_info=['epoch_num']) to resume from it")
+    epoch = int(params.pop("epoch_num").asnumpy().reshape(-1)[0])
+    params.pop("step_num", None)
+    missing, unused = ms.load_param_into_net(train_network, params, strict_load=True)
+    if missing or unused:
+        raise ValueError(f"checkpoint '{path}' does not match the train cell: it misses {sorted(missing)} and holds "
+                         f"{sorted(unused)} that the cell does not have (another config or network?)")
+    return epoch
+
+
+def train_with_model(args, rank, rank_count, log, callbacks=(), evaluate=True):
+    """The same job through ``boost_cells.Model.train`` with checkpoints: build, resume if asked, train; returns
+    ``(test accuracy, model)`` (accuracy None without ``evaluate``). ``callbacks`` are added to the run's (tests
+    add a kill switch)."""
+    ms.set_seed(args.seed)  # the initial weights depend on --seed only (a relaunch overwrites them anyway)
+    x_train, x_test, y_train, y_test = load_data()
+    if args.train_samples is not None:
+        x_train, y_train = x_train[:args.train_samples], y_train[:args.train_samples]
+    net = LeNet() if args.network == "lenet" else resnet(width=8, blocks=1)
+    if args.amp_level != "O0":
+        net = ms.amp.auto_mixed_precision(net, args.amp_level)
+    config = BoostConfig.from_file(args.config)
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                  nn.Momentum(net.trainable_params(), args.lr, 0.9), boost_level=config.level_name,
+                  boost_config_dict=args.config)
+    directory = os.path.join(args.checkpoint_dir, f"rank{rank}")
+    first_epoch = 0
+    if args.resume:
+        path = newest_checkpoint(directory)
+        if path is not None:
+            first_epoch = load_resume_state(model.train_network, path)
+            log(f"resuming from {path} (epoch {first_epoch})")
+    if first_epoch >= args.epochs:
+        log(f"nothing to do: the checkpoint is of epoch {first_epoch} of {args.epochs}")
+        return (accuracy(model.predict_network, x_test, y_test) if evaluate else None), model
+    dataset = sharded_dataset(x_train, y_train, args.batch_size, rank, rank_count, args.seed, first_epoch)
+    steps = dataset.get_dataset_size()
+    checkpoint = ModelCheckpoint("boost", directory, CheckpointConfig(
+        save_checkpoint_steps=steps, keep_checkpoint_max=5, append_info=["epoch_num"], crc_check=True))
+    run_callbacks = [CosineLearningRate(args.lr, args.epochs), checkpoint, *callbacks]
+    if args.monitor is not None and rank == 0:
+        run_callbacks.append(BoostMonitor(args.monitor_interval, args.monitor, print_fn=None))
+    run_callbacks.append(EpochReport(log))
+    log(f"config {args.config}, {type(model.train_network).__name__} through Model.train, {rank_count} rank(s), "
+        f"global batch {args.batch_size * rank_count}, {steps} steps per epoch, epochs {first_epoch + 1}.."
+        f"{args.epochs}")
+    model.train(args.epochs, dataset, callbacks=run_callbacks, dataset_sink_mode=False, initial_epoch=first_epoch)
+    if not evaluate:
+        return None, model
+    model.predict_network.set_train(False)
+    return accuracy(model.predict_network, x_test, y_test), model
+
+
 def main(argv=None):
     """Run the job; returns the process exit code."""
     args = parse_args(argv)
@@ -242,7 +423,10 @@ def main(argv=None):
         if rank == 0:
             print(message, flush=True)
 
-    test_accuracy = train(args, rank, rank_count, log)
+    if args.checkpoint_dir is not None:
+        test_accuracy, _ = train_with_model(args, rank, rank_count, log)
+    else:
+        test_accuracy = train(args, rank, rank_count, log)
     log(f"test accuracy: {test_accuracy:.4f}")
     log(f"total time: {time.perf_counter() - start:.1f}s")
     if test_accuracy < args.min_accuracy:

@@ -1,4 +1,5 @@
-"""Pytest fixtures: run a test in both execution modes, on CPU; every test starts from the same process state.
+"""Pytest fixtures: run a test in both execution modes, on CPU; every test starts from the same process state;
+Hypothesis profiles for the property tests.
 
 The suite runs in random order (pytest-randomly, see pytest.ini), so no test may depend on what an earlier one
 left behind. ``fresh_process_state`` (autouse) gives every test the state of a new process: PYNATIVE_MODE on CPU
@@ -7,8 +8,11 @@ without a grad graph left open (a test that expects a forward pass to raise unde
 open, and every later PyNative step would fail); it restores the same after the test, so a module-scoped fixture
 that runs next does not inherit a test's mode either.
 """
+import os
+
 import mindspore as ms
 import pytest
+from hypothesis import HealthCheck, settings
 
 from boost_cells.config import reset_latest_config
 from boost_cells.mindspore_internals import reset_pynative_executor
@@ -33,6 +37,32 @@ def fresh_process_state():
     _fresh_state()
     yield
     _fresh_state()
+
+
+# "ci" (the default): deterministic (derandomize: the same examples on every run, no example database written),
+# no deadline (a MindSpore step's first call compiles), few examples per property (each test sets its own count,
+# kept small for the 15-minute suite). "dev": random and ten times the examples, for a long local hunt:
+# HYPOTHESIS_PROFILE=dev python -m pytest tests/test_properties.py
+_COMMON = {"deadline": None, "print_blob": True,
+           "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                     HealthCheck.data_too_large]}
+settings.register_profile("ci", derandomize=True, database=None, **_COMMON)
+settings.register_profile("dev", derandomize=False, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(count):
+    """``max_examples`` for a property: ``count`` under the "ci" profile, ten times that under "dev"."""
+    return count * (10 if settings().derandomize is False else 1)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The figures the reliability tests counted (tests/figures.py), when any ran."""
+    from tests import figures  # pylint: disable=import-outside-toplevel
+    if figures.COUNTS or figures.NOTES:
+        terminalreporter.section("reliability figures")
+        for line in figures.lines():
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(params=sorted(MODES))

@@ -230,7 +230,7 @@ def test_pca_mat_path_is_written_when_missing_and_reused(warmup, tmp_path):
     _, net_with_loss, opt = linear_setup("momentum")
     path = tmp_path / "pca.npy"
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=config(warmup, pca_mat_path=path))
-    assert sorted(os.listdir(tmp_path)) == ["pca.npy"]
+    assert sorted(os.listdir(tmp_path)) == ["pca.npy", "pca.npy.sha256"]  # the matrix and its checksum
     np.testing.assert_array_equal(np.load(path), cell.update.pca.asnumpy())
     again = BoostTrainOneStepCell(net_with_loss, opt, boost_config=config(tmp_path / "gone", pca_mat_path=path))
     np.testing.assert_array_equal(again.update.pca.asnumpy(), np.load(path))

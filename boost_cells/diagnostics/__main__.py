@@ -14,6 +14,7 @@ import sys
 import numpy as np
 from mindspore import Tensor
 
+from .files import writable_path, write_atomic
 from .overflow_locator import locate_overflow
 
 
@@ -40,16 +41,21 @@ def main(argv=None):
     parser.add_argument("--sens", type=float, default=1.0, help="the loss scale the backward pass starts from")
     parser.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     args = parser.parse_args(argv)
+    if args.json:
+        try:
+            writable_path("boost_cells.diagnostics", "--json", args.json)
+        except ValueError as error:
+            parser.error(str(error))
     try:
-        with np.load(args.inputs) as batch:
+        # allow_pickle=False: an .npz of ours holds plain arrays; a pickled object array is refused, not run.
+        with np.load(args.inputs, allow_pickle=False) as batch:
             inputs = [Tensor(batch[name]) for name in batch.files]
-    except (OSError, ValueError) as error:
+    except Exception as error:  # pylint: disable=broad-except  (a damaged file: BadZipFile, SyntaxError, ...)
         parser.error(f"--inputs: cannot read {args.inputs!r} as an .npz file: {error}")
     report = locate_overflow(args.factory(), *inputs, sens=args.sens)
     print(report)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            handle.write(report.to_json())
+        write_atomic(args.json, report.to_json())
     return 0
 
 

@@ -7,17 +7,23 @@ features that are on, as one printed line and, given a ``path``, one JSON object
 It costs the step nothing on the device: per step it only keeps the tensors the train cell returned; they are read
 once per interval, together with the learning rate and feature-state Parameters, so there is no extra device
 round trip per step and no per-step sync that would stall an asynchronous device queue.
+
+The log survives a crash and follows a resumed run (see ``BoostMonitor``): records are appended one whole line per
+``write`` call, a torn last line (a write cut by a power loss) is dropped when the log is opened again, and a run
+resumed from a checkpoint drops the records logged after the checkpoint's step, since those steps run again.
 """
 import json
 import math
 import os
 import time
+import warnings
 
 import numpy as np
 from mindspore import Tensor, nn
 from mindspore.train import Callback
 
 from ..rules import check
+from .files import append_line, open_append, write_atomic, writable_path
 
 __all__ = ["BoostMonitor", "format_record", "read_run"]
 
@@ -41,6 +47,37 @@ def _learning_rate(optimizer):
             rate = rate(Tensor(np.array([step], np.int32)))
         values.append(_scalar(rate))
     return values if optimizer.is_group_lr else values[0]
+
+
+def _parse_log(path):
+    """``(records, torn, data)`` of the JSON Lines log at ``path``: ``records`` are ``(step, line)`` for each
+    complete record in order; ``torn`` counts the unreadable lines after the last good record (a line cut short by a
+    crash, possibly with something written after it), which are dropped; ``data`` is the file's bytes.
+
+    Raises:
+        ValueError: an unreadable line followed by good records (the file is damaged in the middle, or is not a
+            BoostMonitor log), naming the file and the line.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read()
+    records, bad = [], []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            step = record["step"]
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise TypeError("'step' is not an int")
+        except (ValueError, KeyError, TypeError) as error:
+            bad.append((number, error))
+            continue
+        if bad:
+            number, error = bad[0]
+            raise ValueError(f"For 'BoostMonitor', the log '{path}' cannot be read: line {number} is not a "
+                             f"BoostMonitor record ({error}) but records follow it. Repair or move the file.")
+        records.append((step, raw.decode("utf-8")))
+    return records, len(bad), data
 
 
 class BoostMonitor(Callback):
@@ -69,28 +106,52 @@ class BoostMonitor(Callback):
             e.g. ``{"accumulation_step": 2}`` (micro-steps done in the current cycle) or ``{"freeze_group": 3}``
             (the first layer group the next step trains); empty when no feature reports.
 
+    Records end on multiples of ``interval`` (``step`` 10, 20, ... for ``interval`` 10), also after a resume, so a
+    resumed log lines up with an uninterrupted one; ``close()`` reports a last partial interval.
+
     The printed line shows the same numbers. The outputs a cell returns are its loss or ``(loss, overflow,
     loss_scale)``; outputs of ``nn.TrainOneStepWithLossScaleCell`` work alike.
 
     Args:
-        interval (int): steps per report, >= 1. path (str or None): JSON Lines file; appended to (and the step
-            count continued) when it exists, so a resumed run extends its log. train_cell (Cell or None): the cell
-            whose optimizer and feature state are read; a Callback takes the run's train network.
+        interval (int): steps per report, >= 1. path (str or None): JSON Lines file, appended to; it is opened
+            (its directory made) at construction, so an unwritable path fails here. train_cell (Cell or None): the
+            cell whose optimizer and feature state are read; a Callback takes the run's train network.
         print_fn (callable or None): called with each line; default ``print``; None prints nothing.
+        resume_step (int or None): the step the run continues from (a hand-written loop resumed from a
+            checkpoint taken after that many steps): records logged after it are dropped from ``path`` and the
+            step count continues from it. None: as a ``Model.train`` callback, the run's own position
+            (``initial_epoch`` times the steps per epoch: 0 for a fresh run, so a fresh run replaces an old log at
+            the same path); in a hand-written loop, the last record's step.
+
+    Resuming (what happens to an existing log): a torn last line is dropped; records whose step is after the
+    resume point are dropped (they describe steps that run again, and a record straddling the point goes with
+    them), with a ``UserWarning`` saying how many; the file is rewritten atomically. Pick an ``interval`` that
+    divides the checkpoint period and the resumed log equals an uninterrupted run's record for record.
 
     Raises:
-        ValueError: ``interval`` not an int >= 1, or a ``batch_size`` not an int >= 1 in ``record``.
+        ValueError: ``interval`` not an int >= 1, ``resume_step`` not None or an int >= 0, an unwritable
+            ``path``, a log damaged before its last line, or a ``batch_size`` not an int >= 1 in ``record``.
         TypeError: ``train_cell`` not a Cell, or outputs that are neither a Tensor nor a tuple of 1 or 3.
     """
 
-    def __init__(self, interval=100, path=None, train_cell=None, print_fn=print):
+    def __init__(self, interval=100, path=None, train_cell=None, print_fn=print, *, resume_step=None):
         super().__init__()
         check("BoostMonitor", "interval", interval)
+        if resume_step is not None and (isinstance(resume_step, bool) or not isinstance(resume_step, int)
+                                        or resume_step < 0):
+            raise ValueError(f"For 'BoostMonitor', 'resume_step' must be None or an int >= 0, but got "
+                             f"{resume_step!r}.")
         self.interval = interval
-        self.path = None if path is None else os.fspath(path)
+        self.path = None if path is None else writable_path("BoostMonitor", "path", path)
         self.print_fn = print_fn
-        self.step = self._last_logged_step()
+        self.resume_step = resume_step
         self._file = None
+        self.step = 0
+        if self.path is not None:
+            self._file = open_append(self.path)  # fails here, at construction, when the path is unwritable
+            records, _ = self._rewind(resume_step)
+            self.step = resume_step if resume_step is not None else (records[-1][0] if records else 0)
+        self._positioned = resume_step is not None
         self._pending = []
         self._samples = 0
         self._started = time.perf_counter()
@@ -100,12 +161,44 @@ class BoostMonitor(Callback):
         if train_cell is not None:
             self.bind(train_cell)
 
-    def _last_logged_step(self):
-        if self.path is None or not os.path.isfile(self.path):
-            return 0
-        with open(self.path, encoding="utf-8") as handle:
-            lines = [line for line in handle if line.strip()]
-        return json.loads(lines[-1])["step"] if lines else 0
+    def _rewind(self, position):
+        """Drop a torn last line and, if ``position`` is not None, the records after step ``position``; rewrite the
+        log atomically when anything was dropped. Returns ``(kept records, dropped record count)``."""
+        records, _, data = _parse_log(self.path)
+        kept = records
+        if position is not None:
+            kept = []
+            for step, line in records:
+                if step > position:
+                    break
+                kept.append((step, line))
+        dropped = len(records) - len(kept)
+        text = "".join(line + "\n" for _, line in kept)
+        if text.encode("utf-8") != data:  # torn or blank lines, a last line without its newline, dropped records
+            write_atomic(self.path, text)
+            if self._file is not None:  # the old descriptor points at the replaced file
+                os.close(self._file)
+                self._file = open_append(self.path)
+        if dropped:
+            warnings.warn(f"For 'BoostMonitor', the run resumes after step {position}: dropped {dropped} record(s) "
+                          f"of steps {records[len(kept)][0]}..{records[-1][0]} from '{self.path}' (those steps run "
+                          "again).", UserWarning, stacklevel=3)
+        return kept, dropped
+
+    def continue_from(self, step):
+        """Continue the step count from ``step`` (a resumed run's position), dropping the logged records after it.
+
+        A ``Model.train`` callback does this itself on its first epoch; call it in a hand-written loop that
+        learns its position after building the monitor (or pass ``resume_step``)."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"For 'BoostMonitor.continue_from', 'step' must be an int >= 0, but got {step!r}.")
+        if self._pending:
+            raise ValueError("For 'BoostMonitor.continue_from', call it before recording steps, but "
+                             f"{len(self._pending)} step(s) are pending.")
+        if self.path is not None:
+            self._rewind(step)
+        self.step = step
+        self._positioned = True
 
     def bind(self, train_cell):
         """Read the learning rate and feature state from ``train_cell`` (found once, read once per interval)."""
@@ -136,7 +229,7 @@ class BoostMonitor(Callback):
                             f"overflow, loss_scale) a train cell returns, but got {outputs!r}.")
         self._pending.append(outputs)
         self._samples += batch_size
-        return self.report() if len(self._pending) >= self.interval else None
+        return self.report() if (self.step + len(self._pending)) % self.interval == 0 else None
 
     def report(self):
         """Report the steps recorded since the last report (nothing when there are none); returns the record."""
@@ -173,15 +266,19 @@ class BoostMonitor(Callback):
             self.print_fn(format_record(record))
         if self.path is not None:
             if self._file is None:
-                self._file = open(self.path, "a", encoding="utf-8")  # pylint: disable=consider-using-with
-            self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
+                self._file = open_append(self.path)
+            append_line(self._file, json.dumps(record))
 
     def close(self):
         """Report a last partial interval and close the log file."""
         self.report()
         if self._file is not None:
-            self._file.close()
+            os.close(self._file)
+            self._file = None
+
+    def __del__(self):
+        if getattr(self, "_file", None) is not None:
+            os.close(self._file)
             self._file = None
 
     def __enter__(self):
@@ -204,6 +301,15 @@ class BoostMonitor(Callback):
                              "counted. Call Model.train(..., dataset_sink_mode=False).")
         self.bind(params.train_network)
         self._started = time.perf_counter()
+        self._positioned = self.resume_step is not None
+
+    def on_train_epoch_begin(self, run_context):
+        """On the run's first epoch, continue from its position: ``initial_epoch`` times the steps per epoch
+        (unless ``resume_step`` was given)."""
+        if self._positioned:
+            return
+        params = run_context.original_args()
+        self.continue_from((params.cur_epoch_num - 1) * params.batch_num)
 
     def on_train_step_end(self, run_context):
         """Record the step's outputs, with the dataset's batch size."""
@@ -234,6 +340,9 @@ def format_record(record):
 
 
 def read_run(path):
-    """The records of a JSON Lines run log, in order."""
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """The records of a JSON Lines run log, in order; a torn last line (a crash mid-write) is left out.
+
+    Raises:
+        ValueError: a line that is not a record followed by records, naming the file and the line.
+    """
+    return [json.loads(line) for _, line in _parse_log(os.fspath(path))[0]]

@@ -26,6 +26,7 @@ from mindspore.train import Callback
 from ..distributed import parallel_info
 from ..mindspore_internals import prefixes_child_names
 from ..rules import allowed, complies
+from .files import writable_path, write_atomic
 
 __all__ = ["OverflowRecord", "OverflowReport", "locate_overflow", "FirstOverflowReporter",
            "OverflowReportCallback"]
@@ -324,24 +325,28 @@ class FirstOverflowReporter:
     It reads the scale before each step (the cell returns the scale after its policy lowered it), and after the
     first step whose overflow flag is set it runs ``locate_overflow`` on the train cell's ``network`` and writes the
     report as JSON to ``path`` (``<stem>.rank<r><ext>`` in data-parallel mode, one file per rank); training goes
-    on. After that it does nothing.
+    on. After that it does nothing. The path is checked at construction (its directory is made); the report is
+    written atomically (a temporary file renamed over ``path``).
 
     Args:
         path (str or PathLike): where to write the report.
     Raises:
-        TypeError: ``path`` is not a string or PathLike.
+        TypeError: ``path`` is not a string or PathLike. ValueError: a path that cannot be written (a directory,
+            a parent that is a file, a read-only place).
     """
 
     def __init__(self, path):
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"For 'FirstOverflowReporter', 'overflow_report' must be a path string, but got "
+            raise TypeError(f"For 'FirstOverflowReporter'', 'overflow_report' must be a path string, but got "
                             f"{type(path).__name__}.")
         path = os.fspath(path)
         info = parallel_info()
         if info.distributed:
             stem, ext = os.path.splitext(path)
             path = f"{stem}.rank{info.rank}{ext}"
-        self.path = path
+        # Checked now (directory made, a file can be created there): a bad path fails when the cell is built,
+        # not on the first overflow, which may come at step 50,000.
+        self.path = writable_path("FirstOverflowReporter", "overflow_report", path)
         self.done = False
         self.report = None
         self._scale = None
@@ -356,11 +361,7 @@ class FirstOverflowReporter:
             return
         self.done = True
         self.report = locate_overflow(train_cell.network, *inputs, sens=self._scale)
-        directory = os.path.dirname(self.path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        with open(self.path, "w", encoding="utf-8") as handle:
-            handle.write(self.report.to_json())
+        write_atomic(self.path, self.report.to_json())  # a reader never sees half a report
         _LOGGER.warning("First overflow of the run; report written to %s\n%s", self.path, self.report)
 
     def step(self, train_cell, call, inputs):
@@ -382,7 +383,7 @@ class OverflowReportCallback(Callback):
     Args:
         path (str or PathLike): where to write the report (see ``FirstOverflowReporter``).
     Raises:
-        TypeError: bad ``path``; at train begin, ValueError for ``dataset_sink_mode=True``.
+        TypeError: bad ``path``. ValueError: an unwritable ``path``; at train begin, ``dataset_sink_mode=True``.
     """
 
     def __init__(self, path):

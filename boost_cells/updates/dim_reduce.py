@@ -125,6 +125,9 @@ class DimReduce(nn.Cell):
         if pca.shape != (n_components, self.offsets[-1]):
             raise ValueError(f"For 'DimReduce', 'pca_mat_local' must have shape (n_components, weight elements) = "
                              f"({n_components}, {self.offsets[-1]}), but got {pca.shape}.")
+        if pca.dtype.kind not in "fiu" or not np.all(np.isfinite(pca)):
+            raise ValueError("For 'DimReduce', 'pca_mat_local' must hold finite real numbers (a non-finite direction "
+                             f"would reach every weight), but got dtype {pca.dtype} with non-finite or non-real values.")
         self.network = network
         self.pca = Tensor(pca, mstype.float32)
         self.steps = (Tensor(1.0, mstype.float32), Tensor(float(rho), mstype.float32))
@@ -217,7 +220,7 @@ def share_from_rank0(matrix, rank, timeout):
     worker = threading.Thread(target=lambda: result.update(value=ops.AllReduce()(contribution).asnumpy()),
                               daemon=True)
     worker.start()
-    worker.join(timeout or None)
+    worker.join(min(timeout, threading.TIMEOUT_MAX) if timeout else None)  # join(10**30) raises OverflowError
     if "value" not in result:
         raise RuntimeError(f"For 'DimReduce', the ranks did not all reach the PCA matrix all-reduce within "
                            f"'dim_reduce.timeout' = {timeout} s: another rank failed or is still computing its "

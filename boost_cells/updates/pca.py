@@ -10,8 +10,18 @@ Sources (the config's ``dim_reduce`` section):
   If ``pca_mat_path`` is set but does not exist yet, the result is written there (``np.save``, by rank 0 only,
   atomically through a temporary file) so later runs and resumed runs reuse exactly the same matrix. Nothing else
   is written anywhere; in particular nothing goes into ``weight_load_dir``.
+
+Files are read as data only: the ``.npy`` with ``allow_pickle=False`` (a pickled object array is refused, never
+run), checkpoints with their CRC checked when they carry one (``ModelCheckpoint`` with ``CheckpointConfig(
+crc_check=True)``). A matrix this module writes gets a ``<pca_mat_path>.sha256`` beside it, checked on every
+load, so a flipped bit in the data is caught too (a ``.npy`` has no checksum of its own). A file that cannot be
+read, fails its checksum or holds a non-finite value is an error naming the file; so is a ``pca_mat_path`` that
+cannot be written, before any work is done.
 """
+import hashlib
+import io
 import os
+import tempfile
 
 import numpy as np
 from mindspore import load_checkpoint
@@ -32,7 +42,12 @@ def load_trajectory(weight_load_dir, weights):
     files = sorted(name for name in os.listdir(weight_load_dir) if name.endswith(".ckpt"))
     rows = []
     for name in files:
-        saved = load_checkpoint(os.path.join(weight_load_dir, name))
+        path = os.path.join(weight_load_dir, name)
+        try:
+            saved = load_checkpoint(path, crc_check=True)
+        except (ValueError, RuntimeError, OSError, TypeError) as error:
+            _fail(f"checkpoint '{path}' in 'dim_reduce.weight_load_dir' cannot be read ({error}): it is truncated "
+                  "or corrupted; remove it or replace it with a good copy.")
         row = []
         for weight in weights:
             if weight.name not in saved:
@@ -42,6 +57,9 @@ def load_trajectory(weight_load_dir, weights):
             if value.shape != tuple(weight.shape):
                 _fail(f"parameter '{weight.name}' in checkpoint '{name}' has shape {value.shape} but the network's "
                       f"has shape {tuple(weight.shape)}: the checkpoints are of another network.")
+            if not np.all(np.isfinite(value)):
+                _fail(f"parameter '{weight.name}' in checkpoint '{path}' holds inf or nan: a trajectory with "
+                      "non-finite weights gives a non-finite PCA matrix.")
             row.append(value.astype(np.float64).ravel())
         rows.append(np.concatenate(row))
     if not rows:
@@ -83,7 +101,7 @@ def pca_matrix(section, weights, rank=0):
     if path is not None and not path.endswith(".npy"):
         _fail(f"'dim_reduce.pca_mat_path' must name a '.npy' file, but got '{path}'.")
     if path is not None and os.path.isfile(path):
-        matrix = np.load(path)
+        matrix = _load_matrix(path)
         if matrix.shape != (n_components, size):
             _fail(f"the matrix in 'dim_reduce.pca_mat_path' ({path}) has shape {matrix.shape}, but n_components "
                   f"{n_components} and the network's {size} weight elements need ({n_components}, {size}): it "
@@ -95,6 +113,8 @@ def pca_matrix(section, weights, rank=0):
                   "'dim_reduce.weight_load_dir' (a directory of warm-up checkpoints), but both are null.")
         _fail(f"'dim_reduce.pca_mat_path' ({path}) does not exist and no 'dim_reduce.weight_load_dir' is given to "
               "compute it from.")
+    if path is not None and rank == 0:
+        _check_writable(path)  # before the trajectory is read and decomposed, not after
     data = load_trajectory(folder, weights)
     if data.shape[0] < n_components + 1:
         _fail(f"'dim_reduce.weight_load_dir' ({folder}) holds {data.shape[0]} checkpoint(s), but n_components "
@@ -104,7 +124,72 @@ def pca_matrix(section, weights, rank=0):
         _fail(f"'dim_reduce.n_components' ({n_components}) must be <= the network's {size} weight elements.")
     matrix = randomized_pca(data, n_components, section["seed"]).astype(np.float32)
     if path is not None and rank == 0:
-        partial = path[:-len(".npy")] + f".partial{os.getpid()}.npy"
-        np.save(partial, matrix)
-        os.replace(partial, path)
+        _save_atomic(path, matrix)
     return matrix
+
+
+def _digest_path(path):
+    return path + ".sha256"
+
+
+def _load_matrix(path):
+    """The matrix in the ``.npy`` at ``path`` (data only, no pickle), float32 and finite, matching its ``.sha256``
+    when there is one; raises naming the file."""
+    if os.path.isfile(_digest_path(path)):
+        with open(path, "rb") as handle:
+            actual = hashlib.sha256(handle.read()).hexdigest()
+        with open(_digest_path(path), encoding="ascii", errors="replace") as handle:
+            expected = handle.read().strip()
+        if actual != expected:
+            _fail(f"'dim_reduce.pca_mat_path' ({path}) does not match its checksum {_digest_path(path)}: the file is "
+                  "truncated or corrupted; delete both to have the matrix computed again.")
+    try:
+        matrix = np.load(path, allow_pickle=False)
+    except Exception as error:  # pylint: disable=broad-except  (a damaged header: SyntaxError, TokenError, ...)
+        _fail(f"'dim_reduce.pca_mat_path' ({path}) cannot be read as a .npy matrix ({error}): it is truncated, "
+              "corrupted or not a plain numeric array; delete it to have it computed again from "
+              "'dim_reduce.weight_load_dir'.")
+    if not isinstance(matrix, np.ndarray) or matrix.dtype.kind not in "fiu":
+        _fail(f"'dim_reduce.pca_mat_path' ({path}) must hold a real numeric matrix, but holds dtype "
+              f"{getattr(matrix, 'dtype', type(matrix).__name__)}.")
+    if not np.all(np.isfinite(matrix)):
+        _fail(f"'dim_reduce.pca_mat_path' ({path}) holds inf or nan; delete it to have it computed again.")
+    return matrix
+
+
+def _check_writable(path):
+    """Raise naming ``path`` unless a file can be created beside it (its directory exists and takes files)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-", delete=True):
+            pass
+    except OSError as error:
+        _fail(f"'dim_reduce.pca_mat_path' ({path}) cannot be written ({error.strerror or error}): the computed "
+              "matrix is saved there; give a path in an existing, writable directory.")
+
+
+def _write_atomic(path, data):
+    """``data`` (bytes) to a temporary file beside ``path``, flushed to disk, then renamed over ``path``."""
+    handle, partial = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                       prefix="." + os.path.basename(path) + ".", suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise
+
+
+def _save_atomic(path, matrix):
+    """The matrix as ``.npy`` and its SHA-256 beside it, each written atomically: readers (a later or resumed run)
+    see no file or a whole one. The checksum goes first, so a crash between the two leaves a checksum without a
+    matrix (which is then computed again), never a matrix with a stale checksum."""
+    buffer = io.BytesIO()
+    np.save(buffer, matrix, allow_pickle=False)
+    data = buffer.getvalue()
+    _write_atomic(_digest_path(path), (hashlib.sha256(data).hexdigest() + "\n").encode("ascii"))
+    _write_atomic(path, data)

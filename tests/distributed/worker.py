@@ -3,6 +3,7 @@
 Usage (from tests/test_distributed.py): ``msrun ... tests/distributed/worker.py OUT_DIR SCENARIO [SCENARIO...]``.
 Rank r of n trains on rows ``[r*m, (r+1)*m)`` of each global batch, so a test can replay the whole batch in NumPy.
 """
+import json
 import os
 import sys
 
@@ -14,12 +15,18 @@ from mindspore.communication import get_group_size, get_rank, init
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from boost_cells import (AdaSum, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,  # noqa: E402
-                         DynamicLossScaleUpdate, GradientAccumulation)
+                         DynamicLossScaleUpdate, GradientAccumulation, build_train_network)
 from boost_cells.distributed import make_grad_reducer, parallel_info  # noqa: E402
-from tests.helpers import accumulation, batch, linear_setup  # noqa: E402
+from tests.helpers import TanhMLP, accumulation, batch, linear_setup  # noqa: E402
 
 ROWS = 4  # rows per rank per micro-batch
 ADASUM_SHAPES = [(3, 4), (3,), (2, 2, 2), (5,)]
+OUT_DIR = None  # set by main: scenarios that read inputs (planted_plans) find them there
+# The planted-fault plans' policy: powers of two, window 2, hysteresis 2 (tests/test_distributed.py renders it).
+PLAN_POLICY = dict(loss_scale_value=2.0 ** 10, factor=2.0, window=2, min_scale=2.0 ** 8, max_scale=2.0 ** 12,
+                   hysteresis=2)
+O2_GROUPS_OF_2 = {"level": "O2", "common": {"device_number": 2},
+                  "grad_freeze": {"param_groups": 2, "freeze_type": 1, "freeze_p": 0.5, "total_steps": 8}}
 
 
 def adasum_config(device_number):
@@ -153,6 +160,55 @@ def scenario_adasum_bad_rank_count(rank, size):
     return {"message": np.array("no error")}
 
 
+def scenario_planted_plans(rank, size):
+    """Planted faults drawn by Hypothesis (``OUT_DIR/plans.json``): per plan, an inf/-inf/nan in one rank's inputs
+    or labels at chosen steps. One cell per kind (plain and accumulation over 2 micro-steps, both under the
+    dynamic policy PLAN_POLICY), reset between plans; records per plan the flags, scales, whether every Parameter
+    stayed finite after every step, and every Parameter at the end."""
+    with open(os.path.join(OUT_DIR, "plans.json"), encoding="utf-8") as handle:
+        plans = json.load(handle)
+    cells = {}
+    for kind in ("plain", "accumulation"):
+        _, net_with_loss, opt = linear_setup("momentum")
+        config = accumulation(2) if kind == "accumulation" else {"level": "O0"}
+        cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, DynamicLossScaleUpdate(**PLAN_POLICY),
+                                                  boost_config=config)
+        cells[kind] = (cell, {p.name: p.asnumpy().copy() for p in cell.get_parameters()})
+    out = {}
+    for index, plan in enumerate(plans):
+        cell, initial = cells[plan["kind"]]
+        for param in cell.get_parameters():
+            ops.assign(param, Tensor(initial[param.name]))
+        flags, scales, finite = [], [], []
+        for step, fault in enumerate(plan["steps"]):
+            x, y = shard(step, rank, size)
+            if fault is not None and fault["rank"] == rank:
+                values = (x if fault["site"] == "x" else y).asnumpy()
+                values.reshape(-1)[fault["where"] % values.size] = float(fault["value"])
+                x, y = (Tensor(values), y) if fault["site"] == "x" else (x, Tensor(values))
+            _, overflow, scale = cell(x, y)
+            flags.append(bool(overflow.asnumpy()))
+            scales.append(float(scale.asnumpy().reshape(-1)[0]))
+            finite.append(all(np.all(np.isfinite(p.asnumpy())) for p in cell.get_parameters()
+                              if p.dtype in (ms.float32, ms.float16)))
+        out.update({f"{index}.flags": np.array(flags), f"{index}.scales": np.array(scales),
+                    f"{index}.finite": np.array(finite)})
+        # copies: asnumpy() may share the Parameter's buffer, which the next plan's reset overwrites
+        out.update({f"{index}.{p.name}": p.asnumpy().copy() for p in cell.get_parameters()})
+    return out
+
+
+def scenario_o2_groups_of_2(rank, size):
+    """Level O2 (LessBN's head, interval freezing over 2 groups, AdaSum) in AdaSum groups of 2 ranks: 4 steps of
+    TanhMLP; every Parameter at the end. Run as one launch of 4 and as two launches of 2 (--node_rank)."""
+    ms.set_seed(0)
+    net = TanhMLP()
+    cell = build_train_network(nn.WithLossCell(net, nn.MSELoss()), nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                               O2_GROUPS_OF_2)
+    train(cell, 4, rank, size)
+    return {p.name: p.asnumpy() for p in cell.get_parameters()}
+
+
 def scenario_die(rank, size):
     """Rank 1 fails after one step while rank 0 goes on into the next all-reduce."""
     net, net_with_loss, opt = linear_setup("momentum")
@@ -165,7 +221,9 @@ def scenario_die(rank, size):
 
 
 def main():
+    global OUT_DIR  # pylint: disable=global-statement
     out_dir, scenarios = sys.argv[1], sys.argv[2:]
+    OUT_DIR = out_dir
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     init()
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)

@@ -1,0 +1,19 @@
+"""What the reliability tests tried, counted as they run and printed at the end of the session (the README's
+"Reliability" table quotes a full run): ``add("config documents: damaged", 1)`` from a test, ``note(key, text)``
+for a measured figure."""
+from collections import OrderedDict
+
+COUNTS = OrderedDict()
+NOTES = OrderedDict()
+
+
+def add(key, amount=1):
+    COUNTS[key] = COUNTS.get(key, 0) + amount
+
+
+def note(key, text):
+    NOTES[key] = text
+
+
+def lines():
+    return [f"{key}: {value}" for key, value in COUNTS.items()] + [f"{key}: {text}" for key, text in NOTES.items()]
