@@ -295,7 +295,7 @@ def _bad_groups(net):
     ({"init_loss_scale": [64.0, -1.0]}, ValueError, "'init_loss_scale'"),
     ({"loss_scale_groups": None}, TypeError, "'loss_scale_groups' must be a list of lists"),
     ({"scale_factor": 1.0}, ValueError, "'scale_factor' must be a finite number > 1"),
-    ({"scale_window": 0}, ValueError, "'scale_window' must be an int >= 1"),
+    ({"scale_window": 0}, ValueError, r"'scale_window' must be an int in \[1, 2147483647\]"),
     ({"min_scale": 8.0, "max_scale": 4.0}, ValueError, "'min_scale'"),
 ])
 def test_bad_arguments(kwargs, error, match):

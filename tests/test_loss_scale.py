@@ -73,9 +73,9 @@ def test_state_is_named_parameters():
     ({"loss_scale_value": 0.5, "min_scale": 1.0}, "min_scale <= loss_scale_value"),
     ({"loss_scale_value": 8.0, "factor": 1.0}, "'factor' must be a finite number > 1, but got 1.0"),
     ({"loss_scale_value": 8.0, "max_scale": 3e38}, "'max_scale' must be a number in \\(0, 2\\*\\*64\\]"),
-    ({"loss_scale_value": 8.0, "window": 0}, "'window' must be an int >= 1, but got 0"),
-    ({"loss_scale_value": 8.0, "window": 2.0}, "'window' must be an int >= 1, but got 2.0"),
-    ({"loss_scale_value": 8.0, "hysteresis": 1.5}, "'hysteresis' must be an int >= 1, but got 1.5"),
+    ({"loss_scale_value": 8.0, "window": 0}, "'window' must be an int in \\[1, 2147483647\\], but got 0"),
+    ({"loss_scale_value": 8.0, "window": 2.0}, r"'window' must be an int in \[1, 2147483647\], but got 2.0"),
+    ({"loss_scale_value": 8.0, "hysteresis": 1.5}, r"'hysteresis' must be an int in \[1, 2147483647\], but got 1.5"),
 ])
 def test_bad_arguments(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
