@@ -287,7 +287,7 @@ def check_single(fixture, plan):
         bad = bad_layers(fault)
         trained = ALL
         if fixture.kind == "freeze":
-            trained = frozenset(range(2 * cell.freeze.current_index(), DEPTH))
+            trained = frozenset(range(2 * cell.train_step.current_index(), DEPTH))
         x, y, gains, poison = inputs(step, fault)
         args = (Tensor(x), Tensor(y), Tensor(gains[0]), Tensor(poison))
         _, overflow, scale = cell(*args)
