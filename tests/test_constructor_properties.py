@@ -65,6 +65,14 @@ def _dim_reduce(**kwargs):
                      args["gamma"], args["alpha"], args["sigma"], 0, 1)
 
 
+def _auto_boost(level):
+    """AutoBoost(level, {}); a successful one becomes the latest config, which cells built later without
+    boost_config would take, so the default (O0) is put back."""
+    boost = AutoBoost(level, {})
+    AutoBoost("O0")
+    return boost
+
+
 DYNAMIC = {"type": "dynamic"}
 LOG2 = {"type": "log2"}
 SCALE_RULE = "a finite number in (0, 2**64] that is not a bool (config)"
@@ -119,7 +127,7 @@ CASES = [
          reason="DimReduce takes alpha=inf and huge ints; the config's dim_reduce.alpha is a finite number > 0"),
     Case("LessBN", "fn_flag", lambda v: LessBN(Linear(), fn_flag=v), ("less_bn", "fn_flag")),
     # None is "no level argument" (the config's own level, or O0), not a level
-    Case("AutoBoost", "level", lambda v: AutoBoost(v, {}), ("level",), skip=lambda v: v is None),
+    Case("AutoBoost", "level", lambda v: _auto_boost(v), ("level",), skip=lambda v: v is None),
 ]
 
 
