@@ -55,8 +55,8 @@ class GradientAccumulation(nn.Cell):
         super().__init__(auto_prefix=False)
         if isinstance(max_accumulation_step, bool) or not isinstance(max_accumulation_step, int) \
                 or not 1 <= max_accumulation_step <= INT32_MAX:
-            raise ValueError("For 'GradientAccumulation', 'max_accumulation_step' must be an int >= 1 (at most 2**31 - 1: "
-                             f"an int32 counter), but got {max_accumulation_step!r}.")
+            raise ValueError("For 'GradientAccumulation', 'max_accumulation_step' must be an int >= 1 (at most "
+                             f"2**31 - 1: an int32 counter), but got {max_accumulation_step!r}.")
         self.max_accumulation_step = max_accumulation_step
         self.inv_steps = 1.0 / max_accumulation_step
         self.apply_update = apply_update if apply_update is not None else ApplyGradients(optimizer)
