@@ -63,6 +63,14 @@ def _dim_reduce(**kwargs):
                      args["gamma"], args["alpha"], args["sigma"], 0, 1)
 
 
+def _auto_boost(level):
+    """AutoBoost(level, {}); a successful one becomes the latest config, which cells built later without
+    boost_config would take, so the default (O0) is put back."""
+    boost = AutoBoost(level, {})
+    AutoBoost("O0")
+    return boost
+
+
 DYNAMIC = {"type": "dynamic"}
 LOG2 = {"type": "log2"}
 CASES = [
@@ -105,7 +113,7 @@ CASES = [
     Case("DimReduce", "alpha", lambda v: _dim_reduce(alpha=v), ("dim_reduce", "alpha")),
     Case("LessBN", "fn_flag", lambda v: LessBN(Linear(), fn_flag=v), ("less_bn", "fn_flag")),
     # None is "no level argument" (the config's own level, or O0), not a level
-    Case("AutoBoost", "level", lambda v: AutoBoost(v, {}), ("level",), skip=lambda v: v is None),
+    Case("AutoBoost", "level", lambda v: _auto_boost(v), ("level",), skip=lambda v: v is None),
 ]
 
 

@@ -2,14 +2,15 @@
 ``train_with_model`` (``boost_cells.Model.train`` with ``ModelCheckpoint``, ``BoostMonitor``, the README's data
 sharding), relaunched with the README's resume recipe (``load_checkpoint`` + ``Model.train(..., initial_epoch=)``).
 
-Two jobs in all (a launch costs ~15-20 s). The first trains four cases one after another, each up to a chosen step
-after its last checkpoint: three end there by an exception out of ``Model.train`` (the process goes on, as it must
-to reach the next case; what was not checkpointed is lost, as in a crash), and the last, gradient accumulation, is
-killed: rank 0 SIGKILLs itself mid-epoch and mid-accumulation-cycle, after writing half a monitor record. The second
-job resumes all four from their checkpoints, then runs each uninterrupted as the reference: the resumed runs must
-end with every Parameter of the train cell (weights, optimizer state, loss scale and counters, accumulation buffers
-and counter, freezing position, AdaSum's state) bit-identical to the reference, and the resumed monitor log equal
-to the reference's, record for record.
+Two jobs in all (a launch costs ~15-20 s). The first trains three cases one after another, each up to a chosen
+step after its last checkpoint: two end there by an exception out of ``Model.train`` (the process goes on, as it must
+to reach the next case; what was not checkpointed is lost, as in a crash), and the last, O0 with a dynamic loss
+scale and accumulation over 4 micro-steps, is killed: rank 0 SIGKILLs itself mid-epoch and mid-cycle, after
+writing half a monitor record. The second job resumes all three from their checkpoints, then runs each
+uninterrupted as the reference: the resumed runs must end with every Parameter of the train cell (weights,
+optimizer state, loss scale and counters, accumulation buffers and counter, freezing position, AdaSum's state)
+bit-identical to the reference, and the resumed monitor log must equal the reference's, record for record.
+DimReduce's state is resumed in-process (tests/test_dim_reduce.py::test_checkpoint_mid_run_resumes_identically).
 """
 import json
 import re

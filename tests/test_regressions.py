@@ -53,7 +53,8 @@ def test_config_refuses_counts_its_int32_state_cannot_hold(doc, path):
     range). The counters are int32 Parameters, so the config now stops at 2**31 - 1 (the seed at 2**32 - 1)."""
     with pytest.raises(ValueError, match="For 'BoostConfig', " + path.replace(".", r"\.") + " must be an int in"):
         BoostConfig.from_dict(doc)
-    edge = {section: {key: (2 ** 32 - 1 if key == "seed" else 2 ** 31 - 1) for key in keys} for section, keys in doc.items()}
+    edge = {section: {key: (2 ** 32 - 1 if key == "seed" else 2 ** 31 - 1) for key in keys}
+            for section, keys in doc.items()}
     BoostConfig.from_dict(edge)
 
 

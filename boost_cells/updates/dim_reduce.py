@@ -127,7 +127,8 @@ class DimReduce(nn.Cell):
                              f"({n_components}, {self.offsets[-1]}), but got {pca.shape}.")
         if pca.dtype.kind not in "fiu" or not np.all(np.isfinite(pca)):
             raise ValueError("For 'DimReduce', 'pca_mat_local' must hold finite real numbers (a non-finite direction "
-                             f"would reach every weight), but got dtype {pca.dtype} with non-finite or non-real values.")
+                             f"would reach every weight), but got dtype {pca.dtype} with non-finite or non-real "
+                             "values.")
         self.network = network
         self.pca = Tensor(pca, mstype.float32)
         self.steps = (Tensor(1.0, mstype.float32), Tensor(float(rho), mstype.float32))
