@@ -18,7 +18,7 @@ from mindspore import Model, Parameter, Tensor, nn
 from boost_cells import (BoostConfig, BoostMonitor, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
                          DynamicLossScaleUpdate, OverflowReportCallback, build_train_network)
 from boost_cells.diagnostics import read_run
-from boost_cells.diagnostics import files
+from boost_cells import files
 from tests import figures
 from tests.conftest import examples
 from tests.helpers import Linear, batch, linear_setup

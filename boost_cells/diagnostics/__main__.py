@@ -14,7 +14,7 @@ import sys
 import numpy as np
 from mindspore import Tensor
 
-from .files import writable_path, write_atomic
+from ..files import writable_path, write_atomic
 from .overflow_locator import locate_overflow
 
 

@@ -23,7 +23,7 @@ from mindspore import Tensor, nn
 from mindspore.train import Callback
 
 from ..rules import check
-from .files import append_line, open_append, write_atomic, writable_path
+from ..files import append_line, open_append, write_atomic, writable_path
 
 __all__ = ["BoostMonitor", "format_record", "read_run"]
 

@@ -26,7 +26,7 @@ from mindspore.train import Callback
 from ..distributed import parallel_info
 from ..mindspore_internals import prefixes_child_names
 from ..rules import allowed, complies
-from .files import writable_path, write_atomic
+from ..files import writable_path, write_atomic
 
 __all__ = ["OverflowRecord", "OverflowReport", "locate_overflow", "FirstOverflowReporter",
            "OverflowReportCallback"]

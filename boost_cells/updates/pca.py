@@ -26,6 +26,8 @@ import tempfile
 import numpy as np
 from mindspore import load_checkpoint
 
+from ..files import write_atomic
+
 __all__ = ["load_trajectory", "pca_matrix", "randomized_pca"]
 
 
@@ -168,22 +170,6 @@ def _check_writable(path):
               "matrix is saved there; give a path in an existing, writable directory.")
 
 
-def _write_atomic(path, data):
-    """``data`` (bytes) to a temporary file beside ``path``, flushed to disk, then renamed over ``path``."""
-    handle, partial = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                       prefix="." + os.path.basename(path) + ".", suffix=".partial")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise
-
-
 def _save_atomic(path, matrix):
     """The matrix as ``.npy`` and its SHA-256 beside it, each written atomically: readers (a later or resumed run)
     see no file or a whole one. The checksum goes first, so a crash between the two leaves a checksum without a
@@ -191,5 +177,5 @@ def _save_atomic(path, matrix):
     buffer = io.BytesIO()
     np.save(buffer, matrix, allow_pickle=False)
     data = buffer.getvalue()
-    _write_atomic(_digest_path(path), (hashlib.sha256(data).hexdigest() + "\n").encode("ascii"))
-    _write_atomic(path, data)
+    write_atomic(_digest_path(path), hashlib.sha256(data).hexdigest() + "\n")
+    write_atomic(path, data)

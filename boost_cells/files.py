@@ -1,9 +1,11 @@
-"""How the diagnostics write their files, so that a crash never leaves half a file behind.
+"""How boost_cells writes its files (overflow reports, the monitor log, the PCA matrix), so that a crash never
+leaves half a file behind.
 
 - ``writable_path(who, arg, path)``: check at construction that ``path`` can be written (its directory is made if
   missing), so a bad path fails when the object is built, not at step 50,000 when the first report is due.
-- ``write_atomic(path, text)``: a whole file (an overflow report): written to a temporary file in the same
-  directory, flushed to disk, then renamed over ``path``; a reader sees the old file or the new one, never part.
+- ``write_atomic(path, data)``: a whole file (an overflow report, the PCA matrix and its checksum; ``data`` is str
+  or bytes): written to a temporary file in the same directory, flushed to disk, then renamed over ``path``; a
+  reader sees the old file or the new one, never part.
 - ``append_line(fd, text)``: one JSON Lines record appended with a single ``write`` on a descriptor opened with
   ``O_APPEND``: a killed process leaves whole lines (the kernel completes or never starts the call); only a power
   loss can leave a torn last line, which the readers drop.
@@ -38,13 +40,14 @@ def writable_path(who, arg, path):
     return path
 
 
-def write_atomic(path, text):
-    """Write ``text`` (str) to ``path`` through a temporary file in the same directory and a rename."""
+def write_atomic(path, data):
+    """Write ``data`` (str, as UTF-8, or bytes) to ``path`` through a temporary file in the same directory and a
+    rename."""
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data.encode("utf-8") if isinstance(data, str) else data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
