@@ -146,6 +146,8 @@ RULES = MappingProxyType({
     "auto_interval": _int(1),
     "auto_warmup": _int(0),
     "auto_threshold": _number(_UNIT_OPEN, lambda v: 0 < v < 1),
+    "cache_frozen_prefix": _bool(),
+    "cache_max_mb": _int(1),
     "freeze_p": _number("a number in [0, 1]", lambda v: 0 <= v <= 1),
     # DimReduce
     "rho": _number(_UNIT_OPEN, lambda v: 0 < v < 1),

@@ -237,8 +237,10 @@ class GradientFreeze:
     """
 
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval=100, auto_warmup=200,
-                 auto_threshold=0.05):
+                 auto_threshold=0.05, cache_frozen_prefix=False, cache_max_mb=2048):
         _check_freeze_args("GradientFreeze", freeze_type, freeze_p)
+        self.cache_frozen_prefix = bool(check("GradientFreeze", "cache_frozen_prefix", cache_frozen_prefix))
+        self.cache_max_mb = int(check("GradientFreeze", "cache_max_mb", cache_max_mb))
         self._auto = (int(check("GradientFreeze", "auto_interval", auto_interval)),
                       int(check("GradientFreeze", "auto_warmup", auto_warmup)),
                       float(check("GradientFreeze", "auto_threshold", auto_threshold)))
