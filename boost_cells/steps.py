@@ -3,7 +3,8 @@
 A step is value-and-grad over a set of weights, then the update strategy; a loss-scaled step puts an overflow
 window (the detector's clear/read around the backward pass, unscaling by the loss-scale part), the part's policy
 and a skip between the two. The train cells' full step, every frozen suffix of gradient freezing (selected in the
-graph by ``FreezeSwitch``), ``freeze_cell``'s steps and every pair of the GAN cell come from here. Suffix steps are
+graph by ``FreezeSwitch``, or on a cached frozen prefix's outputs: ``make_prefix_cache``), ``freeze_cell``'s steps
+and every pair of the GAN cell come from here. Suffix steps are
 built over shared Parameters by construction: they hold the same loss-scale part and detector objects as the full
 step, and their strategies reuse the full strategy's state (accumulation buffers and counter, AdaSum's saved
 weights).
@@ -12,10 +13,12 @@ from mindspore import nn, ops
 
 from .config import BoostConfig
 from .distributed import make_grad_reducer, parallel_info
-from .transforms.freeze import FreezeOpt, FreezeSwitch, unfrozen
+from .transforms.freeze import FreezeOpt, FreezeSwitch, ScheduledStep, unfrozen
+from .transforms.prefix_cache import FrozenPrefixCache, Stages, staged_network
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
 
-__all__ = ["ScaledStep", "Step", "freeze_cell", "make_train_step", "make_update_strategy"]
+__all__ = ["ScaledStep", "Step", "caches_frozen_prefix", "freeze_cell", "make_prefix_cache", "make_train_step",
+           "make_update_strategy"]
 
 
 def make_update_strategy(config, optimizer, info, network=None, shared=None):
@@ -112,21 +115,43 @@ class ScaledStep(Step):
 
 
 def _group_steps(network, optimizer, config, info, update, make_step):
-    """One step per group of ``optimizer`` (a ``FreezeOpt``): ``make_step(opts[k], strategy)``, the unfrozen
-    optimizer's step with ``update`` itself, each suffix's with a strategy sharing ``update``'s state; groups
-    with the same optimizer share one step."""
+    """One step per group of ``optimizer`` (a ``FreezeOpt``): ``make_step(network, opts[k], strategy)``, the
+    unfrozen optimizer's step with ``update`` itself, each suffix's with a strategy sharing ``update``'s state;
+    groups with the same optimizer share one step."""
     base = unfrozen(optimizer)
-    built = {id(base): make_step(base, update)}
+    built = {id(base): make_step(network, base, update)}
     for opt in optimizer.opts:
         if id(opt) not in built:
-            built[id(opt)] = make_step(opt, make_update_strategy(config, opt, info, network, shared=update))
+            built[id(opt)] = make_step(network, opt, make_update_strategy(config, opt, info, network, shared=update))
     return [built[id(opt)] for opt in optimizer.opts]
+
+
+def _step_maker(optimizer, sens, loss_scale, overflow_detector):
+    """``make_step(network, opt, strategy)``: a ``Step`` (``ScaledStep`` with a ``loss_scale`` part) over ``opt``'s
+    parameters, observed by the automatic freezing schedule of ``optimizer`` if it has one."""
+    auto = getattr(optimizer, "auto", None)
+
+    def make_step(network, opt, strategy):
+        observer = None if auto is None else auto.observer(opt.parameters)
+        if loss_scale is None:
+            return Step(network, opt.parameters, strategy, sens, observer)
+        return ScaledStep(network, opt.parameters, strategy, loss_scale, overflow_detector, observer)
+
+    return make_step
+
+
+def caches_frozen_prefix(config, optimizer):
+    """Whether a train step over ``optimizer`` caches its frozen prefix: a ``FreezeOpt`` and the config's
+    ``grad_freeze.cache_frozen_prefix``."""
+    return isinstance(optimizer, FreezeOpt) and config.section("grad_freeze")["cache_frozen_prefix"]
 
 
 def make_train_step(network, optimizer, config, info, update, *, sens=1.0, loss_scale=None,
                     overflow_detector=None):
     """The step of a train cell over ``optimizer``: a ``Step`` (``ScaledStep`` with a ``loss_scale`` part), or for a
-    ``FreezeOpt`` a ``FreezeSwitch`` over one such step per trained suffix.
+    ``FreezeOpt`` a ``FreezeSwitch`` over one such step per trained suffix. With the frozen-prefix cache every
+    step that trains from a group ``k >= 1`` is taken on the cache's host route (``make_prefix_cache``), so the
+    switch holds the full step only (one compiled branch) and keeps the schedule.
 
     Args:
         network (Cell): the network with loss. optimizer (Cell): the optimizer, or a ``FreezeOpt``.
@@ -134,17 +159,64 @@ def make_train_step(network, optimizer, config, info, update, *, sens=1.0, loss_
         update (Cell): the update strategy over the unfrozen optimizer (``make_update_strategy``).
         sens (float): a plain step's backward start. loss_scale, overflow_detector (Cell): a loss-scaled step's.
     """
-    auto = getattr(optimizer, "auto", None)
-
-    def make_step(opt, strategy):
-        observer = None if auto is None else auto.observer(opt.parameters)
-        if loss_scale is None:
-            return Step(network, opt.parameters, strategy, sens, observer)
-        return ScaledStep(network, opt.parameters, strategy, loss_scale, overflow_detector, observer)
-
+    make_step = _step_maker(optimizer, sens, loss_scale, overflow_detector)
     if not isinstance(optimizer, FreezeOpt):
-        return make_step(optimizer, update)
+        return make_step(network, optimizer, update)
+    if caches_frozen_prefix(config, optimizer):
+        return FreezeSwitch(optimizer, [make_step(network, unfrozen(optimizer), update)] * optimizer.groups_num)
     return FreezeSwitch(optimizer, _group_steps(network, optimizer, config, info, update, make_step))
+
+
+def _stage_starts(staged, optimizer):
+    """Per group of ``optimizer``, the index of the stage where it starts; every group must be all the optimizer's
+    parameters from that stage on."""
+    stage_of = {id(p): index for index, stage in enumerate(staged.stages) for p in stage.trainable_params()}
+    trained = [p for p in unfrozen(optimizer).parameters]
+    starts = []
+    for opt in optimizer.opts:
+        start = min(stage_of.get(id(p), len(staged.stages)) for p in opt.parameters)
+        expected = {id(p) for p in trained if stage_of.get(id(p), -1) >= start}
+        if {id(p) for p in opt.parameters} != expected or start == len(staged.stages):
+            raise ValueError("'grad_freeze.cache_frozen_prefix' needs freezing groups that start at stage boundaries "
+                             "(each group: every trained parameter from one stage on), but a group does not; let the "
+                             "config build the FreezeOpt (GradientFreeze(..., cache_frozen_prefix=True)).")
+        starts.append(start)
+    return [0] + starts[1:]
+
+
+def make_prefix_cache(network, optimizer, config, info, update, switch, *, sens=1.0, loss_scale=None,
+                      overflow_detector=None):
+    """The frozen-prefix cache's segments and steps: ``(FrozenPrefixCache, {level: step})``, or None when the
+    schedule never freezes for good (the continuous and interval types).
+
+    Level ``k`` (the schedule's ``frozen_for_good()``) trains from group ``k`` on the cached outputs of the stages
+    before it: its step is a ``Step``/``ScaledStep`` (as ``make_train_step``'s) over ``opts[k]`` and the suffix
+    network (``nn.WithLossCell`` of the remaining stages and the loss), its strategy sharing ``update``'s state,
+    moving the switch's position as the switch's own steps do (``ScheduledStep``). Segment ``j`` of the cache is
+    the stages of group ``j`` that group ``j + 1`` does not train.
+
+    Raises:
+        TypeError: ``network`` has no stages (``staged_network``). ValueError: groups not at stage boundaries, or
+            ``dim_reduce`` on (it re-runs the whole network).
+    """
+    if config.enabled("dim_reduce"):
+        raise ValueError("'grad_freeze.cache_frozen_prefix' cannot be used with 'dim_reduce', whose line search re-runs "
+                         "the whole network; switch one of them off.")
+    staged = staged_network(network)
+    levels = range(1, optimizer.groups_num) if optimizer.auto is not None else sorted(set(switch.floors) - {0})
+    if not levels:
+        return None
+    starts = _stage_starts(staged, optimizer) + [len(staged.stages)]
+    segments = [Stages(staged.stages[starts[j]:starts[j + 1]]) for j in range(optimizer.groups_num - 1)]
+    make_step = _step_maker(optimizer, sens, loss_scale, overflow_detector)
+    steps = {}
+    for level in levels:
+        suffix = staged.suffix_with_loss(starts[level])
+        opt = optimizer.opts[level]
+        step = make_step(suffix, opt, make_update_strategy(config, opt, info, suffix, shared=update))
+        steps[level] = step if optimizer.auto is not None else ScheduledStep(switch, step)
+    cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
+    return cache, steps
 
 
 def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulation, mean=None, degree=None,
@@ -172,8 +244,8 @@ def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulat
         config = BoostConfig.from_dict({"boost": {"mode": "manual", "grad_accumulation": True},
                                         "grad_accumulation": {"grad_accumulation_step": int(max_accumulation_step)}})
 
-    def make_step(opt, strategy):
-        step = Step(network, opt.parameters, strategy, sens)
+    def make_step(step_network, opt, strategy):
+        step = Step(step_network, opt.parameters, strategy, sens)
         if grad is not None:
             step.grad = grad
         return step

@@ -11,16 +11,16 @@ import warnings
 
 from mindspore import nn, ops
 
-from .config import BoostConfig, latest_config
+from .config import BoostConfig, latest_config, warn_user
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
-from .host_hooks import HostHooks, OverflowReportHook, schedule_hooks
+from .host_hooks import FrozenPrefixHook, HostHooks, OverflowReportHook, schedule_hooks
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
 from .shared_optimizer import prefix_own_state, share_prefix
-from .steps import make_train_step, make_update_strategy
+from .steps import caches_frozen_prefix, make_prefix_cache, make_train_step, make_update_strategy
 from .transforms import apply_less_bn
 from .transforms.freeze import FreezeOpt, freeze_optimizer, unfrozen
 from .updates import AdaSumUpdate, GradientAccumulation
@@ -82,6 +82,10 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         train_step (Cell): the step ``construct`` runs (``boost_cells.steps``): a ``FreezeSwitch`` (Parameter
             ``grad_freeze.position``; ``current_index()`` is the next step's first trained group) when freezing.
         update (Cell): the update strategy of the full step.
+        prefix_cache (FrozenPrefixCache): with ``grad_freeze.cache_frozen_prefix``, the cache of the prefix frozen
+            for good (``hits``, ``misses``, ``seconds`` spent computing prefix outputs); else None. Once groups are
+            frozen for good, a call looks its first input up there and trains the suffix on the cached outputs
+            (a host route: the cell then refuses to be compiled nested, as with any host hook).
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: Tensor, the loss (of this micro-batch when accumulating).
@@ -95,9 +99,32 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
 
     def __init__(self, network, optimizer, sens=None, boost_config=None):
         self._init_boost(network, optimizer, sens, boost_config)
-        self.train_step = make_train_step(self.network, self.optimizer, self.boost_config, self.parallel,
-                                          self.update, sens=self.sens)
-        self.host_hooks = schedule_hooks(self.optimizer, self.parallel.distributed)
+        self._build_step()
+
+    def _build_step(self, report=(), **scaling):
+        """The step ``construct`` runs (``train_step``) and the host hooks: the automatic schedule's decision, the
+        frozen-prefix cache's route (``prefix_cache``, None without the cache) and ``report``; ``scaling`` is a
+        loss-scaled step's ``loss_scale`` and ``overflow_detector``. Then the cell's own state is named."""
+        parts = (self.network, self.optimizer, self.boost_config, self.parallel, self.update)
+        self.train_step = make_train_step(*parts, sens=self.sens, **scaling)
+        hooks = schedule_hooks(self.optimizer, self.parallel.distributed)
+        self.prefix_cache = None
+        if caches_frozen_prefix(self.boost_config, self.optimizer):
+            if type(self).construct is not BoostTrainOneStepCell.construct:
+                raise ValueError(f"For '{type(self).__name__}', 'grad_freeze.cache_frozen_prefix' must be false for a "
+                                 "subclass with its own construct: the cache takes frozen steps on the host, around "
+                                 "construct, so the subclass's construct would not run on them.")
+            built = make_prefix_cache(*parts, self.train_step, sens=self.sens, **scaling)
+            if built is None:
+                warn_user("'grad_freeze.cache_frozen_prefix' is on, but the freezing schedule (freeze_type "
+                          f"{self.boost_config.section('grad_freeze')['freeze_type']!r}) never freezes a group for "
+                          "good (continuous and interval schedules train every group again), so nothing is cached. "
+                          "Use freeze_type 2 (progressive) or 'auto', or switch the cache off.")
+            else:
+                self.prefix_cache, steps = built
+                self.prefix_steps = nn.CellList(list(steps.values()), auto_prefix=False)
+                hooks += (FrozenPrefixHook(self.train_step, self.prefix_cache, steps),)
+        self.host_hooks = hooks + tuple(report)
         self._name_own_state()
 
     def _init_boost(self, network, optimizer, sens, boost_config):
@@ -220,11 +247,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         report_path = overflow_report if overflow_report is not None \
             else self.boost_config.section("diagnostics")["overflow_report"]
         report = () if report_path is None else (OverflowReportHook(FirstOverflowReporter(report_path)),)
-        self.host_hooks = schedule_hooks(self.optimizer, self.parallel.distributed) + report
-        self.train_step = make_train_step(self.network, self.optimizer, self.boost_config, self.parallel,
-                                          self.update, loss_scale=self.loss_scale,
-                                          overflow_detector=self.overflow_detector)
-        self._name_own_state()
+        self._build_step(report, loss_scale=self.loss_scale, overflow_detector=self.overflow_detector)
 
     def set_sense_scale(self, sens):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0); with a

@@ -1,95 +1,255 @@
-"""PrefixCache and split_stages: cached prefix outputs equal the uncached forward, a step on cached outputs equals
-a step of the whole network with the prefix frozen, and parameter names never change."""
+"""The frozen-prefix cache (``grad_freeze.cache_frozen_prefix``): training on cached outputs equals freezing
+without the cache, and a cached output is never stale (shuffled order, augmentation, a checkpoint load, a changed
+prefix, a growing prefix). Stages keep parameter names."""
+import warnings
+
 import numpy as np
 import mindspore as ms
 import pytest
 from mindspore import Tensor, nn
 
-from boost_cells import BoostTrainOneStepCell
-from boost_cells.transforms import PrefixCache, Stages, split_stages
+from boost_cells import BoostConfig, BoostTrainOneStepCell, Model, build_train_network
+from boost_cells.transforms import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
 from tests.helpers import weights_of
 
+LOSS = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 
-def staged_net(seed=0):
-    """conv-BN-ReLU, conv-BN-ReLU, pool+flatten, dense: four stages on (N, 1, 8, 8) inputs, 10 logits."""
+
+def staged_net(seed=0, batch_norm=True):
+    """conv(-BN)-ReLU, conv(-BN)-ReLU, pool+flatten, dense: four stages on (N, 1, 8, 8) inputs, 10 logits."""
     ms.set_seed(seed)
-    return nn.SequentialCell([
-        nn.SequentialCell([nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU()]),
-        nn.SequentialCell([nn.Conv2d(4, 8, 3), nn.BatchNorm2d(8), nn.ReLU()]),
-        nn.SequentialCell([nn.AdaptiveAvgPool2d(1), nn.Flatten()]),
-        nn.Dense(8, 10)])
+
+    def conv(cin, cout):
+        return nn.SequentialCell([nn.Conv2d(cin, cout, 3)] + ([nn.BatchNorm2d(cout)] if batch_norm else [])
+                                 + [nn.ReLU()])
+
+    return nn.SequentialCell([conv(1, 4), conv(4, 8), nn.SequentialCell([nn.AdaptiveAvgPool2d(1), nn.Flatten()]),
+                              nn.Dense(8, 10)])
 
 
-def data(n=20, seed=1):
+def data(n=24, seed=1):
     rng = np.random.RandomState(seed)
     return rng.rand(n, 1, 8, 8).astype(np.float32), rng.randint(0, 10, n).astype(np.int32)
 
 
-def test_split_keeps_names_and_cells():
+def cache_config(cache=True, freeze_type=2, **grad_freeze):
+    """Progressive freezing of 3 groups (stem, second conv, head) over 10 steps: trains everything for steps 0-2,
+    from group 1 for steps 3-5 (the first stage frozen for good) and from group 2 from step 6 on."""
+    return {"boost": {"mode": "manual", "grad_freeze": True},
+            "grad_freeze": {"param_groups": 3, "freeze_type": freeze_type, "freeze_p": 0.3, "total_steps": 10,
+                            "cache_frozen_prefix": cache, **grad_freeze}}
+
+
+def stage_groups_optimizer(net):
+    """The config's FreezeOpt (groups at stage boundaries), so runs with and without the cache freeze alike."""
+    section = BoostConfig.from_dict(cache_config()).section("grad_freeze")
+    return GradientFreeze(**section).freeze_generate(net, nn.Momentum(net.trainable_params(), 0.1, 0.9))[1]
+
+
+def batches(steps, n=24, rows=8):
+    """Shuffled batches of ``rows`` sample indices over ``n`` samples: samples repeat, in changing order."""
+    return [np.random.RandomState(step).permutation(n)[:rows] for step in range(steps)]
+
+
+def train(cell, x, y, steps):
+    cell.set_train()
+    for rows in batches(steps):
+        cell(Tensor(x[rows]), Tensor(y[rows]))
+
+
+def test_stages_keep_names_and_cells():
     net = staged_net()
     names = [p.name for p in net.get_parameters()]
     prefix, suffix = split_stages(net, 2)
     assert [p.name for p in prefix.get_parameters()] + [p.name for p in suffix.get_parameters()] == names
     assert [p.name for p in net.get_parameters()] == names
     assert list(prefix)[0] is list(net)[0] and list(suffix)[-1] is list(net)[-1]
-    _, head = split_stages(suffix, 1)
-    assert [p.name for p in head.get_parameters()] == names[-2:] == ["3.weight", "3.bias"]
+    staged = staged_network(nn.WithLossCell(net, LOSS))
+    assert staged.loss_fn is LOSS and staged.stages == list(net)
+    assert [p.name for p in staged.suffix_with_loss(3).trainable_params()] == ["3.weight", "3.bias"]
 
 
-def test_cached_outputs_equal_uncached_forward(mode):
-    """Filled in batches of 7 (the last one padded from 6 rows) and served in shuffled order, the cache equals the
-    prefix run on the same rows, and the suffix on cached outputs equals the whole network in inference mode."""
-    x, _ = data()
-    net = staged_net()
-    prefix, suffix = split_stages(net, 2)
-    cache = PrefixCache(prefix, x, batch_size=7)
-    assert len(cache) == len(x) and cache.outputs.shape == (20, 8, 8, 8)
-    net.set_train(False)
-    rows = np.random.RandomState(2).permutation(len(x))
-    np.testing.assert_allclose(cache(rows).asnumpy(), prefix(Tensor(x[rows])).asnumpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(suffix(cache(rows)).asnumpy(), net(Tensor(x[rows])).asnumpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_step_on_cached_outputs_equals_step_with_frozen_prefix(mode):
-    """Control: the whole network with its prefix in inference mode and an optimizer over the suffix only. The
-    cached run trains the suffix alone on the cache; the suffix weights agree, the prefix (and its BatchNorm
-    moving statistics) stays bit-identical."""
+@pytest.mark.parametrize("scaled", [False, True], ids=["plain", "loss_scale"])
+def test_cached_training_equals_freezing_without_cache(mode, scaled):
+    """Without BatchNorm in the prefix, inference and training mode agree, so training on cached prefix outputs
+    must equal freezing alone bit for bit: progressive schedule (the prefix grows from 0 to 1 to 2 stages), both
+    modes, plain and loss-scaled; the cache served repeated samples (hits) and the schedule position matches."""
     x, y = data()
-    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    control = staged_net()
-    control_prefix, control_suffix = split_stages(control, 2)
-    control_cell = nn.TrainOneStepCell(nn.WithLossCell(control, loss),
-                                       nn.Momentum(control_suffix.trainable_params(), 0.1, 0.9))
-    control_cell.set_train()
-    control_prefix.set_train(False)
+    results = []
+    for cache in (True, False):
+        net = staged_net(batch_norm=False)
+        config = cache_config(cache)
+        if scaled:
+            config["loss_scale"] = {"type": "dynamic", "init": 1024.0, "window": 3}
+        cell = build_train_network(nn.WithLossCell(net, LOSS), stage_groups_optimizer(net), config)
+        train(cell, x, y, 12)
+        results.append((weights_of(net), int(cell.train_step.position.asnumpy()), cell.prefix_cache))
+        if scaled:
+            results[-1] += (float(cell.scale_sense.asnumpy()),)
+    (cached, position, cache, *scale), (plain, plain_position, no_cache, *plain_scale) = results
+    assert no_cache is None and cache.hits > 0 and cache.misses > 0
+    assert position == plain_position and scale == plain_scale
+    for name, value in plain.items():
+        np.testing.assert_array_equal(cached[name], value, err_msg=name)
+
+
+def test_prefix_runs_in_inference_mode_and_stays_unchanged(graph_mode):
+    """With BatchNorm: once frozen for good, the prefix (weights and moving statistics) never changes, and the
+    cached outputs are the prefix's inference-mode outputs."""
+    x, y = data()
     net = staged_net()
-    prefix, suffix = split_stages(net, 2)
-    before = {p.name: p.asnumpy().copy() for p in prefix.get_parameters()}
-    cache = PrefixCache(prefix, x)
-    cell = BoostTrainOneStepCell(nn.WithLossCell(suffix, loss), nn.Momentum(suffix.trainable_params(), 0.1, 0.9),
-                                 boost_config={"level": "O0"})
-    cell.set_train()
-    for step in range(3):
-        rows = np.arange(step * 6, step * 6 + 6)
-        cell(cache(rows), Tensor(y[rows]))
-        control_cell(Tensor(x[rows]), Tensor(y[rows]))
-    trained, expected = weights_of(net), weights_of(control)
-    for name in expected:
-        np.testing.assert_allclose(trained[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    cell = build_train_network(nn.WithLossCell(net, LOSS), nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                               cache_config())
+    train(cell, x, y, 7)  # step 6 trains from group 2 (the head): stages 0-2 frozen (2 has no parameters)
+    prefix = Stages(list(net)[:3])
+    frozen = {p.name: p.asnumpy().copy() for p in prefix.get_parameters()}
+    train(cell, x, y, 12)
     for param in prefix.get_parameters():
-        np.testing.assert_array_equal(param.asnumpy(), before[param.name], err_msg=param.name)
+        np.testing.assert_array_equal(param.asnumpy(), frozen[param.name], err_msg=param.name)
+    prefix.set_train(False)
+    np.testing.assert_array_equal(cell.prefix_cache(x[:8], 2), prefix(Tensor(x[:8])).asnumpy())
 
 
-def test_errors():
+def small_cache():
+    """A cache over the prefix of a fresh staged network: segment 0 = stage 0, segment 1 = stage 1; records the
+    (segment, rows) of every segment run (each run is padded to the largest batch seen: one graph per segment)."""
     net = staged_net()
+    stages = list(net)
+    cache = FrozenPrefixCache([Stages(stages[:1]), Stages(stages[1:2])], max_bytes=2 ** 30)
+    runs = []
+    run = cache._run  # pylint: disable=protected-access
+
+    def recording(segment, rows):
+        runs.append((cache.segments.index(segment), len(rows)))
+        return run(segment, rows)
+
+    cache._run = recording  # pylint: disable=protected-access
+    return net, cache, runs
+
+
+def fresh(net, x, level):
+    prefix = Stages(list(net)[:level])
+    prefix.set_train(False)
+    return prefix(Tensor(x)).asnumpy()
+
+
+def test_shuffled_order_hits_and_augmentation_misses(graph_mode):
+    net, cache, runs = small_cache()
+    x, _ = data()
+    first = cache(x[:8], 1)
+    np.testing.assert_array_equal(first, fresh(net, x[:8], 1))
+    order = np.random.RandomState(3).permutation(8)
+    assert np.array_equal(cache(x[order], 1), first[order]) and cache.hits == 8 and runs == [(0, 8)]
+    augmented = x[:8].copy()
+    augmented[2] = augmented[2, :, ::-1]  # one sample flipped: a new input
+    served = cache(augmented, 1)
+    assert cache.misses == 9 and runs[-1] == (0, 1)
+    np.testing.assert_array_equal(served, fresh(net, augmented, 1))
+
+
+def test_checkpoint_load_and_changed_prefix_recompute(graph_mode):
+    """A checkpoint load into the prefix, or a training-mode forward pass (BatchNorm moving statistics move),
+    drops the cache with a warning; what it serves then equals the changed prefix's outputs."""
+    net, cache, runs = small_cache()
+    x, _ = data()
+    cache(x[:8], 1)
+    other = staged_net(seed=5)
+    ms.load_param_into_net(net, {p.name: p for p in list(other)[0].get_parameters()})
+    with pytest.warns(RuntimeWarning, match="frozen prefix changed"):
+        served = cache(x[:8], 1)
+    np.testing.assert_array_equal(served, fresh(net, x[:8], 1))
+    net.set_train(True)
+    net(Tensor(x[8:16]))  # updates the stem's BatchNorm moving statistics
+    with pytest.warns(RuntimeWarning, match="segment 0"):
+        served = cache(x[:8], 1)
+    np.testing.assert_array_equal(served, fresh(net, x[:8], 1))
+    assert runs == [(0, 8)] * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache(x[:8], 1)  # unchanged since: served from the cache, no warning
+    assert runs == [(0, 8)] * 3
+
+
+def test_growing_prefix_extends_through_new_stages_only(graph_mode):
+    net, cache, runs = small_cache()
+    x, _ = data()
+    cache(x[:8], 1)
+    grown = cache(x[4:12], 2)  # rows 4-7 extended from level 1, rows 8-11 computed from the input
+    assert runs[1:] == [(0, 4), (1, 8)]  # the new rows through segment 0, then all 8 through segment 1
+    np.testing.assert_allclose(grown, fresh(net, x[4:12], 2), rtol=1e-6, atol=1e-6)
+    runs.clear()
+    cache(x[:4], 2)  # rows 0-3 are still at level 1: segment 1 only
+    assert runs == [(1, 4)]
+
+
+def test_full_cache_computes_and_warns_once(graph_mode):
+    net = staged_net()
+    cache = FrozenPrefixCache([Stages(list(net)[:1])], max_bytes=3 * 4 * 8 * 8 * 4)  # room for 3 outputs (4, 8, 8) float32
+    x, _ = data()
+    with pytest.warns(RuntimeWarning, match="cache is full"):
+        served = cache(x[:8], 1)
+    np.testing.assert_array_equal(served, fresh(net, x[:8], 1))
+    assert len(cache.entries) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache(x[:8], 1)
+    assert cache.hits == 3
+
+
+def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
+    """Through ``Model.train`` (non-sink) with the automatic schedule: the stem freezes for good at the end of
+    epoch 1 (4 updates), so epochs 2 and 3 (the same 32 samples, reshuffled) are served from the cache (filled in
+    epoch 2, hit in epoch 3) and the stem stays put."""
+    x, y = data(32)
+    net = staged_net()
+    config = cache_config(freeze_type="auto", param_groups=2, auto_interval=2, auto_warmup=2, auto_threshold=0.99)
+    model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.01, 0.9), boost_level="O0",
+                  boost_config_dict=config)
+    dataset = ms.dataset.NumpySlicesDataset({"image": x, "label": y}, shuffle=True).batch(8)
+    seen = []
+
+    class Snapshot(ms.train.Callback):
+        def on_train_epoch_end(self, run_context):
+            cell = run_context.original_args().train_network
+            cache = cell.prefix_cache
+            seen.append((cell.train_step.frozen_for_good(), cache.hits, cache.misses,
+                         {p.name: p.asnumpy().copy() for p in list(net)[0].get_parameters()}))
+
+    model.train(3, dataset, callbacks=[Snapshot()], dataset_sink_mode=False)
+    assert [s[:3] for s in seen] == [(1, 0, 0), (1, 0, 32), (1, 32, 32)]
+    for name, value in seen[0][3].items():
+        np.testing.assert_array_equal(seen[2][3][name], value, err_msg=name)
+
+
+class EmaCell(BoostTrainOneStepCell):
+    def construct(self, *inputs):
+        return self.gradient_freeze_process(*inputs)
+
+
+def test_errors_name_what_is_needed():
+    class Unstaged(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Dense(4, 2)
+
+        def construct(self, x):
+            return self.dense(x)
+
+    unstaged = Unstaged()
+    with pytest.raises(TypeError, match="'grad_freeze.cache_frozen_prefix' needs a network whose stages can be "
+                                        "split: an nn.SequentialCell or boost_cells.transforms.Stages"):
+        build_train_network(nn.WithLossCell(unstaged, LOSS), nn.Momentum(unstaged.trainable_params(), 0.1, 0.9),
+                            cache_config())
+    net = staged_net()
+    with pytest.raises(ValueError, match="subclass with its own construct"):
+        EmaCell(nn.WithLossCell(net, LOSS), nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                boost_config=cache_config())
+    with pytest.warns(UserWarning, match="never freezes a group for good"):
+        build_train_network(nn.WithLossCell(net, LOSS), nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                            cache_config(freeze_type=1))
+    with pytest.raises(ValueError, match="'grad_freeze.cache_max_mb' must be an int >= 1"):
+        BoostConfig.from_dict(cache_config(cache_max_mb=0))
     with pytest.raises(ValueError, match=r"'index' must be an int in \[1, 3\]"):
         split_stages(net, 4)
-    with pytest.raises(TypeError, match="nn.SequentialCell or Stages"):
-        split_stages(nn.Dense(2, 2), 1)
     with pytest.raises(TypeError, match="non-empty list of Cells"):
         Stages([])
-    prefix, _ = split_stages(net, 1)
-    with pytest.raises(TypeError, match="'inputs' must be a non-empty numpy array"):
-        PrefixCache(prefix, [[1.0]])
-    with pytest.raises(ValueError, match="'batch_size' must be an int >= 1"):
-        PrefixCache(prefix, data()[0], batch_size=0)

@@ -10,8 +10,8 @@ from .centralization import OptimizerProcess, ParameterProcess
 from .fn_head import CommonHeadLastFN
 from .freeze import FreezeOpt, FreezeSwitch, GradientFreeze, freeze_index_sequence, freeze_optimizer, unfrozen
 from .less_bn import LessBN, apply_less_bn
-from .prefix_cache import PrefixCache, Stages, split_stages
+from .prefix_cache import FrozenPrefixCache, Stages, split_stages, staged_network
 
 __all__ = ["CommonHeadLastFN", "FreezeOpt", "FreezeSwitch", "GradientFreeze", "LessBN", "OptimizerProcess",
-           "ParameterProcess", "PrefixCache", "Stages", "apply_less_bn", "freeze_index_sequence", "freeze_optimizer",
-           "split_stages", "unfrozen"]
+           "ParameterProcess", "FrozenPrefixCache", "Stages", "apply_less_bn", "freeze_index_sequence", "freeze_optimizer",
+           "split_stages", "staged_network", "unfrozen"]

@@ -22,9 +22,10 @@ from mindspore.nn.optim import LARS, Optimizer
 from ..mindspore_internals import optimizer_init_arguments
 from ..rules import check, is_int
 from .auto_freeze import AutoFreeze
+from .prefix_cache import staged_network
 from .shared_state import share_state
 
-__all__ = ["GradientFreeze", "FreezeOpt", "FreezeSwitch", "IndexedCellList", "freeze_optimizer",
+__all__ = ["GradientFreeze", "FreezeOpt", "FreezeSwitch", "IndexedCellList", "ScheduledStep", "freeze_optimizer",
            "freeze_index_sequence", "split_layers", "unfrozen", "AUTO", "CONTINUOUS", "INTERVAL", "PROGRESSIVE"]
 
 CONTINUOUS, INTERVAL, PROGRESSIVE, AUTO = 0, 1, 2, 3
@@ -252,16 +253,23 @@ class GradientFreeze:
 
     def split_parameters_groups(self, net, freeze_para_groups_number):
         """``freeze_para_groups_number`` nested suffixes of ``net``'s trainable parameters: with ``L`` layers
-        (``split_layers``) and ``s = L // groups``, group ``i`` holds layers ``i * s`` to the end.
+        (``split_layers``) and ``s = L // groups``, group ``i`` holds layers ``i * s`` to the end. With
+        ``cache_frozen_prefix`` a layer is a stage of the network (``staged_network``) that has trainable
+        parameters, so every group starts at a stage boundary and a frozen prefix is whole stages.
 
         Raises:
-            ValueError: more groups than layers.
+            ValueError: more groups than layers. TypeError: ``cache_frozen_prefix`` and a network without stages.
         """
         groups = int(check("GradientFreeze", "freeze_para_groups_number", freeze_para_groups_number))
-        layers = split_layers(net.trainable_params())
+        if self.cache_frozen_prefix:
+            layers = [layer for layer in (stage.trainable_params() for stage in staged_network(net).stages) if layer]
+            what = "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)"
+        else:
+            layers = split_layers(net.trainable_params())
+            what = "layer(s) (a layer is a weight with its bias and BatchNorm)"
         if groups > len(layers):
             raise ValueError(f"For 'GradientFreeze', 'param_groups' must be at most the network's {len(layers)} "
-                             f"layer(s) (a layer is a weight with its bias and BatchNorm), but got {groups}.")
+                             f"{what}, but got {groups}.")
         stride = len(layers) // groups
         return [sum(layers[i * stride:], []) for i in range(groups)]
 
@@ -370,11 +378,15 @@ class FreezeSwitch(nn.Cell):
         """Feature state for ``BoostMonitor``: the group the next step trains from."""
         return {"freeze_group": self.current_index()}
 
-    def construct(self, *inputs):
+    def updates_so_far(self):
+        """The optimizer's update count before a step (graph code)."""
+        return ops.reshape(self.global_step, ()) + 0
+
+    def advanced(self, before, outputs):
+        """``outputs`` of a step, after the position moved by the updates it applied since ``before`` (graph code;
+        a no-op with the automatic schedule, which has no position)."""
         if self.auto is not None:
-            return self.steps[self.branch_at[self.auto.frozen]](*inputs)
-        before = ops.reshape(self.global_step, ()) + 0
-        outputs = self.steps[self.branch_at[self.position]](*ops.depend(inputs, before))
+            return outputs
         applied = ops.reshape(ops.depend(self.global_step, outputs), ()) - before
         position = self.position + applied
         if self.cyclic:
@@ -382,3 +394,29 @@ class FreezeSwitch(nn.Cell):
         else:
             position = ops.minimum(position, self.length - 1)
         return ops.depend(outputs, ops.assign(self.position, position))
+
+    def construct(self, *inputs):
+        if self.auto is not None:
+            return self.steps[self.branch_at[self.auto.frozen]](*inputs)
+        before = self.updates_so_far()
+        return self.advanced(before, self.steps[self.branch_at[self.position]](*ops.depend(inputs, before)))
+
+
+class ScheduledStep(nn.Cell):
+    """A step taken outside a ``FreezeSwitch`` (on a cached frozen prefix's outputs) that still moves the switch's
+    schedule position by the updates it applied, as the switch's own steps do.
+
+    Args:
+        switch (FreezeSwitch): the schedule. step (Cell): the step.
+
+    Inputs and outputs: the step's.
+    """
+
+    def __init__(self, switch, step):
+        super().__init__(auto_prefix=False)
+        self.switch = switch
+        self.step = step
+
+    def construct(self, *inputs):
+        before = self.switch.updates_so_far()
+        return self.switch.advanced(before, self.step(*ops.depend(inputs, before)))

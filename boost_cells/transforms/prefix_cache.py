@@ -1,29 +1,40 @@
-"""Cache the outputs of a network prefix that is frozen for good (Egeria), so its forward pass is skipped too.
+"""The outputs of a network prefix frozen for good, cached so that its forward pass is skipped too (Egeria).
 
-Gradient freezing saves the backward pass of the front layers; their forward pass still runs every step. When
-the front ``k`` stages are frozen for good and their inputs repeat from epoch to epoch (a fixed training set, no
-augmentation), the prefix maps each sample to the same output every epoch: compute it once, then train the
-suffix on the cached outputs. ``split_stages`` cuts a staged network into prefix and suffix over the same cells
-(parameter names unchanged, so checkpoints still load into the plain network); ``PrefixCache`` runs the prefix
-once over the inputs and serves its outputs by sample index.
+Gradient freezing saves the backward pass of the front layers; their forward pass still runs every step. Once the
+front stages are frozen for good they map each sample to the same output every epoch, so the output is computed
+once and the suffix trains on it. ``staged_network`` finds the stages of a network (an ``nn.SequentialCell`` or a
+``Stages``, seen through ``nn.WithLossCell`` and ``LessBN``); ``Stages`` and ``split_stages`` cut it into pieces over
+the same cells (parameter names unchanged, so checkpoints still load into the plain network); ``FrozenPrefixCache``
+serves a batch's prefix outputs and is never stale:
 
-The prefix runs in inference mode: BatchNorm normalises with its moving statistics, which stop changing, as
-Egeria treats frozen layers. A training-mode BatchNorm's output depends on the rest of the batch, so it could not
-be cached; this is the one way a cached run differs from freezing alone.
+- a cached output is used only for the same input: entries are keyed by a fingerprint (BLAKE2b) of each sample's
+  bytes, so shuffled batches hit, and augmented (changed) samples miss and are computed;
+- the prefix's Parameters (weights and BatchNorm statistics) are fingerprinted on every lookup: after a checkpoint
+  load, a training-mode forward pass or any other change, the cache is dropped (with a warning) and refilled;
+- when more stages freeze, cached entries are extended through the newly frozen stages only.
+
+The prefix runs in inference mode: its BatchNorms normalise with their moving statistics, which no longer change.
+A training-mode BatchNorm's output depends on the rest of the batch, so it could not be cached; this is the one way
+a cached run differs from freezing alone.
 """
+import hashlib
+import time
+import warnings
+
 import numpy as np
 from mindspore import Tensor, nn
 
-from ..rules import check, is_int
+from ..rules import is_int
 
-__all__ = ["PrefixCache", "Stages", "split_stages"]
+__all__ = ["FrozenPrefixCache", "StagedNetwork", "Stages", "split_stages", "staged_network"]
 
 
 class Stages(nn.Cell):
     """Cells run one after the other, like ``nn.SequentialCell``, but without renaming their parameters.
 
     ``nn.SequentialCell`` renames parameters by position (a slice of it turns ``2.weight`` into ``1.weight``);
-    this keeps every parameter's name, so a prefix or suffix shares names, and checkpoints, with the whole.
+    this keeps every parameter's name, so a prefix or suffix shares names, and checkpoints, with the whole. Declare
+    a network's stages by building it as ``Stages([...])`` (or an ``nn.SequentialCell``).
 
     Args:
         cells (list of Cell): the stages, in order.
@@ -70,41 +81,138 @@ def split_stages(network, index):
     return Stages(cells[:index]), Stages(cells[index:])
 
 
-class PrefixCache:
-    """The outputs of a frozen prefix over a fixed input set, computed once, served by sample index.
+class StagedNetwork:
+    """What ``staged_network`` found: ``stages`` (list of Cell), ``loss_fn`` (the ``nn.WithLossCell``'s loss, or
+    None for a network without loss) and ``less_bn`` (whether the network is under ``LessBN``)."""
 
-    Args:
-        prefix (Cell): the frozen front of the network; switched to inference mode (``set_train(False)``) for good.
-        inputs (numpy.ndarray): every input sample the prefix will see, shape (N, ...), float32.
-        batch_size (int): rows per prefix call while filling the cache. Default: 256. The last call is padded
-            with zero rows to the same size, so one graph compiles (inference mode treats rows independently).
+    def __init__(self, stages, loss_fn, less_bn):
+        self.stages, self.loss_fn, self.less_bn = stages, loss_fn, less_bn
 
-    Attributes:
-        outputs (numpy.ndarray): the prefix's outputs, shape (N, ...) (for (N, C, H, W) stages: (N, C', H', W')),
-            in the prefix's output dtype. Memory: N times one output's size.
+    def suffix_with_loss(self, start):
+        """``nn.WithLossCell`` over ``Stages(stages[start:])`` and the loss: the network the suffix trains, taking
+        the prefix's output where the whole took the input (``less_bn`` flagged as the whole was)."""
+        suffix = Stages(self.stages[start:])
+        if self.less_bn:
+            suffix.set_boost("less_bn")
+            suffix.add_flags(defer_inline=True)
+        return nn.WithLossCell(suffix, self.loss_fn)
 
-    Call ``cache(indices)`` (int array of sample indices) for a Tensor of their outputs, in that order.
+
+def staged_network(network, who="grad_freeze.cache_frozen_prefix"):
+    """The stages of ``network``: an ``nn.SequentialCell`` or ``Stages``, possibly under ``LessBN`` and in an
+    ``nn.WithLossCell`` (which may itself be under ``LessBN``).
 
     Raises:
-        TypeError: ``prefix`` is not a Cell or ``inputs`` not a numpy array. ValueError: ``batch_size`` < 1 or no
-        inputs.
+        TypeError: naming ``who``, when ``network`` has no stages that can be split.
+    """
+    less_bn, loss_fn, inner = False, None, network
+    for _ in range(4):
+        if type(inner).__name__ == "LessBN" and isinstance(getattr(inner, "network", None), nn.Cell):
+            inner, less_bn = inner.network, True
+        elif isinstance(inner, nn.WithLossCell) and loss_fn is None:
+            inner, loss_fn = inner._backbone, inner._loss_fn  # pylint: disable=protected-access
+        else:
+            break
+    if isinstance(inner, (nn.SequentialCell, Stages)) and len(list(inner)) >= 2:
+        return StagedNetwork(list(inner), loss_fn, less_bn)
+    raise TypeError(f"'{who}' needs a network whose stages can be split: an nn.SequentialCell or "
+                    "boost_cells.transforms.Stages of at least 2 stages (optionally in an nn.WithLossCell and under "
+                    f"LessBN), but got {type(inner).__name__}. Build the network as Stages([...]) to declare its "
+                    "stages, or set 'cache_frozen_prefix' to false: freezing works without the cache.")
+
+
+def _fingerprint(cell):
+    """BLAKE2b digest of every Parameter of ``cell`` (name, dtype, shape and bytes)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for parameter in cell.get_parameters():
+        value = parameter.asnumpy()
+        digest.update(f"{parameter.name}|{value.dtype}|{value.shape}|".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.digest()
+
+
+class FrozenPrefixCache:
+    """Prefix outputs by sample, for a prefix that grows segment by segment; see the module docstring.
+
+    Args:
+        segments (list of Cell): ``segments[j]`` maps the output of segments ``0..j-1`` (the input for ``j = 0``)
+            to the next; a prefix of level ``k`` is ``segments[:k]``. Run in inference mode (``set_train(False)``
+            before each call).
+        max_bytes (int): at most this many bytes of cached outputs; past it, new samples are computed every time
+            they come (with one warning), never evicting what is cached.
+
+    Attributes:
+        seconds (float): wall time spent running segments (filling and extending), in seconds.
+        hits, misses (int): samples served from the cache and computed.
     """
 
-    def __init__(self, prefix, inputs, batch_size=256):
-        if not isinstance(prefix, nn.Cell):
-            raise TypeError(f"For 'PrefixCache', 'prefix' must be a Cell, but got {type(prefix).__name__}.")
-        if not isinstance(inputs, np.ndarray) or not inputs.shape or not inputs.shape[0]:
-            raise TypeError(f"For 'PrefixCache', 'inputs' must be a non-empty numpy array of shape (N, ...), but got "
-                            f"{type(inputs).__name__} {getattr(inputs, 'shape', '')}.")
-        check("PrefixCache", "batch_size", batch_size)
-        prefix.set_train(False)
-        rows = min(batch_size, len(inputs))
-        padded = np.concatenate([inputs, np.zeros((-len(inputs) % rows, *inputs.shape[1:]), inputs.dtype)])
-        self.outputs = np.concatenate([prefix(Tensor(padded[start:start + rows])).asnumpy()
-                                       for start in range(0, len(padded), rows)])[:len(inputs)]
+    def __init__(self, segments, max_bytes):
+        self.segments = list(segments)
+        self.max_bytes = int(max_bytes)
+        self.entries = {}  # sample fingerprint -> (level, output row)
+        self.bytes = 0
+        self.fingerprints = []  # of segments 0..len-1, taken when each was first used
+        self.seconds, self.hits, self.misses = 0.0, 0, 0
+        self.full_warned = False
+        self.rows = 0  # rows per segment call: the largest batch seen (calls are padded to it, one graph each)
 
-    def __len__(self):
-        return len(self.outputs)
+    def _check_prefix(self, level):
+        """Drop everything if a segment of the level-``level`` prefix changed since it was first used."""
+        current = [_fingerprint(segment) for segment in self.segments[:level]]
+        known = self.fingerprints[:level]
+        if current[:len(known)] != known:
+            changed = next(j for j, (a, b) in enumerate(zip(current, known)) if a != b)
+            warnings.warn(f"The frozen prefix changed (segment {changed}: its weights or BatchNorm statistics differ "
+                          "from when its outputs were cached: a checkpoint load, a training-mode forward pass or a "
+                          "write); its cached outputs are dropped and recomputed.", RuntimeWarning, stacklevel=4)
+            self.entries.clear()
+            self.bytes = 0
+            known = []
+        self.fingerprints = known + current[len(known):]
 
-    def __call__(self, indices):
-        return Tensor(self.outputs[indices])
+    def _run(self, segment, rows):
+        """``segment`` in inference mode on ``rows`` (numpy, (n, ...)), padded with zero rows to ``self.rows``."""
+        segment.set_train(False)
+        padded = np.concatenate([rows, np.zeros((self.rows - len(rows), *rows.shape[1:]), rows.dtype)])
+        return segment(Tensor(padded)).asnumpy()[:len(rows)]
+
+    def _store(self, key, level, row):
+        if key in self.entries:
+            self.bytes -= self.entries[key][1].nbytes
+        elif self.bytes + row.nbytes > self.max_bytes:
+            if not self.full_warned:
+                warnings.warn(f"The frozen-prefix cache is full ({self.bytes / 2 ** 20:.0f} MB of "
+                              f"'grad_freeze.cache_max_mb' {self.max_bytes / 2 ** 20:.0f}); new samples run the prefix "
+                              "every time (with augmentation no sample repeats: switch the cache off).",
+                              RuntimeWarning, stacklevel=5)
+                self.full_warned = True
+            return
+        self.entries[key] = (level, row)
+        self.bytes += row.nbytes
+
+    def __call__(self, inputs, level):
+        """The level-``level`` prefix's outputs for ``inputs`` (numpy, (n, ...), one sample per row), as a numpy
+        array (n, ...) in the prefix's output dtype."""
+        self._check_prefix(level)
+        self.rows = max(self.rows, len(inputs))
+        keys = [hashlib.blake2b(f"{row.dtype}|{row.shape}|".encode() + np.ascontiguousarray(row).tobytes(),
+                                digest_size=16).digest() for row in inputs]
+        found = [self.entries.get(key) for key in keys]
+        start = [0 if entry is None or entry[0] > level else entry[0] for entry in found]
+        outputs = [entry[1] if entry is not None and entry[0] == level else None for entry in found]
+        self.hits += sum(output is not None for output in outputs)
+        self.misses += sum(output is None for output in outputs)
+        began = time.perf_counter()
+        carried = {}  # row index -> its output at the current segment's input level
+        for j in range(level):
+            joining = [i for i, output in enumerate(outputs) if output is None and start[i] == j]
+            carried.update((i, inputs[i] if j == 0 else found[i][1]) for i in joining)
+            if carried:
+                order = sorted(carried)
+                results = self._run(self.segments[j], np.stack([carried[i] for i in order]))
+                carried = dict(zip(order, results))
+        for i, row in carried.items():
+            outputs[i] = row.copy()
+            self._store(keys[i], level, outputs[i])
+        self.seconds += time.perf_counter() - began
+        return np.stack(outputs)
