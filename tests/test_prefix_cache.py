@@ -160,7 +160,7 @@ def test_checkpoint_load_and_changed_prefix_recompute(graph_mode):
     np.testing.assert_array_equal(served, fresh(net, x[:8], 1))
     net.set_train(True)
     net(Tensor(x[8:16]))  # updates the stem's BatchNorm moving statistics
-    with pytest.warns(RuntimeWarning, match="segment 0"):
+    with pytest.warns(RuntimeWarning, match="frozen prefix changed"):
         served = cache(x[:8], 1)
     np.testing.assert_array_equal(served, fresh(net, x[:8], 1))
     assert runs == [(0, 8)] * 3

@@ -121,13 +121,12 @@ def staged_network(network, who="grad_freeze.cache_frozen_prefix"):
                     "stages, or set 'cache_frozen_prefix' to false: freezing works without the cache.")
 
 
-def _fingerprint(cell):
-    """BLAKE2b digest of every Parameter of ``cell`` (name, dtype, shape and bytes)."""
+def _fingerprint(params):
+    """BLAKE2b digest of the current values of ``params`` (a list of Parameters), read from the device. (One small
+    graph over all of them would be one read, but its compile grows with the Parameter count: 3 s for 90 here.)"""
     digest = hashlib.blake2b(digest_size=16)
-    for parameter in cell.get_parameters():
-        value = parameter.asnumpy()
-        digest.update(f"{parameter.name}|{value.dtype}|{value.shape}|".encode())
-        digest.update(np.ascontiguousarray(value).tobytes())
+    for parameter in params:
+        digest.update(parameter.asnumpy())
     return digest.digest()
 
 
@@ -148,27 +147,31 @@ class FrozenPrefixCache:
 
     def __init__(self, segments, max_bytes):
         self.segments = list(segments)
+        self.prefix_params = [[p for segment in self.segments[:level] for p in segment.get_parameters()]
+                              for level in range(1, len(self.segments) + 1)]
         self.max_bytes = int(max_bytes)
         self.entries = {}  # sample fingerprint -> (level, output row)
         self.bytes = 0
-        self.fingerprints = []  # of segments 0..len-1, taken when each was first used
+        self.fingerprints = {}  # level -> fingerprint of its prefix, taken when the level was first used
+        self.level = 0  # the level of the last call
         self.seconds, self.hits, self.misses = 0.0, 0, 0
         self.full_warned = False
         self.rows = 0  # rows per segment call: the largest batch seen (calls are padded to it, one graph each)
 
     def _check_prefix(self, level):
-        """Drop everything if a segment of the level-``level`` prefix changed since it was first used."""
-        current = [_fingerprint(segment) for segment in self.segments[:level]]
-        known = self.fingerprints[:level]
-        if current[:len(known)] != known:
-            changed = next(j for j, (a, b) in enumerate(zip(current, known)) if a != b)
-            warnings.warn(f"The frozen prefix changed (segment {changed}: its weights or BatchNorm statistics differ "
-                          "from when its outputs were cached: a checkpoint load, a training-mode forward pass or a "
-                          "write); its cached outputs are dropped and recomputed.", RuntimeWarning, stacklevel=4)
+        """Drop everything if the level-``level`` prefix changed since it was first used (one fingerprint per
+        call; every level up to ``level`` when the level changed, since older entries are extended from them)."""
+        checked = (level,) if level == self.level else range(1, level + 1)
+        current = {lv: _fingerprint(self.prefix_params[lv - 1]) for lv in checked}
+        if any(self.fingerprints.get(lv, digest) != digest for lv, digest in current.items()):
+            warnings.warn("The frozen prefix changed: its weights or BatchNorm statistics differ from when its outputs "
+                          "were cached (a checkpoint load, a training-mode forward pass or a write); its cached "
+                          "outputs are dropped and recomputed.", RuntimeWarning, stacklevel=4)
             self.entries.clear()
             self.bytes = 0
-            known = []
-        self.fingerprints = known + current[len(known):]
+            self.fingerprints = {lv: _fingerprint(self.prefix_params[lv - 1]) for lv in range(1, level + 1)}
+        self.fingerprints.update(current)
+        self.level = level
 
     def _run(self, segment, rows):
         """``segment`` in inference mode on ``rows`` (numpy, (n, ...)), padded with zero rows to ``self.rows``."""
@@ -195,8 +198,8 @@ class FrozenPrefixCache:
         array (n, ...) in the prefix's output dtype."""
         self._check_prefix(level)
         self.rows = max(self.rows, len(inputs))
-        keys = [hashlib.blake2b(f"{row.dtype}|{row.shape}|".encode() + np.ascontiguousarray(row).tobytes(),
-                                digest_size=16).digest() for row in inputs]
+        kind = f"{inputs.dtype}|{inputs.shape[1:]}|".encode()
+        keys = [hashlib.blake2b(kind + row.tobytes(), digest_size=16).digest() for row in np.ascontiguousarray(inputs)]
         found = [self.entries.get(key) for key in keys]
         start = [0 if entry is None or entry[0] > level else entry[0] for entry in found]
         outputs = [entry[1] if entry is not None and entry[0] == level else None for entry in found]
