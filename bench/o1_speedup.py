@@ -37,8 +37,8 @@ Measures (rank 0's, under msrun):
 - where the time goes, from the ``StepTimes`` callback (wall time from step begin to step end, the step's loss
   fetched to the host so that the time is the step's own): the first step (the first compile), later steps over
   5x the run's median step (where later compiles and cache fills land), the other steps, and the time outside
-  the steps (data pipeline, callbacks, Model.train's own work); plus, when the train network has the attribute
-  ``prefix_cache_seconds``, the seconds it reports its frozen-prefix cache spent filling (inside the steps, so
+  the steps (data pipeline, callbacks, Model.train's own work); plus, when the train network caches its frozen
+  prefix, the seconds its ``prefix_cache`` spent running the prefix (filling and extending; inside the steps, so
   part of the step rows, not added to them).
 
 The targets (issue 15) are checked when the run has 12 or 24 epochs: O1/O0 end-to-end >= 1.30x at 12 and >= 1.60x
@@ -133,9 +133,9 @@ def train_arm(arm, seed, epochs, data, rank=0, rank_count=1):
               "train": total, "first_step": float(steps[0]), "spikes": len(spikes),
               "spike_steps": float(spikes.sum()), "other_steps": float(later.sum() - spikes.sum()),
               "outside_steps": total - float(steps.sum()), "build": build}
-    cache_seconds = getattr(model.train_network, "prefix_cache_seconds", None)
-    if cache_seconds is not None:
-        result["prefix_cache"] = float(cache_seconds)
+    cache = getattr(model.train_network, "prefix_cache", None)
+    if cache is not None:
+        result["prefix_cache"] = float(cache.seconds)
     result["epoch_seconds"] = [round(seconds, 3) for seconds in times.epochs]
     return result
 
@@ -201,7 +201,7 @@ def summarise(results, base, boosted, epochs, title, base_name=None):
               ("other_steps", "other steps"), ("outside_steps", "outside the steps (data, callbacks)"),
               ("build", "building the Model (not in end-to-end)")]
     if any("prefix_cache" in r[arm] for r in results for arm in (base, boosted)):
-        splits.insert(4, ("prefix_cache", "of these steps, frozen-prefix cache fill (prefix_cache_seconds)"))
+        splits.insert(4, ("prefix_cache", "of these steps, frozen-prefix cache fill (prefix_cache.seconds)"))
     for key, label in splits:
         cells = [f"{median(arm, key):.2f}" if all(key in r[arm] for r in results) else "-" for arm in (base, boosted)]
         if key == "spike_steps":
