@@ -1,5 +1,6 @@
 """Gradient freezing in a real 2-worker msrun job (loopback, CPU collectives): replicas stay bit-identical, the
-plain data-parallel run equals NumPy on the global batch, AdaSum and a planted overflow compose with freezing."""
+plain data-parallel run equals NumPy on the global batch, AdaSum and a planted overflow compose with freezing, and
+the frozen-prefix cache (each rank caching its own rows) trains as freezing without it."""
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ from tests.helpers import TanhMLP, batch, numpy_adasum, numpy_mlp_grads
 from tests.launch import msrun
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
-SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto"]
+SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_cached", "freeze_uncached"]
 GROUP_STARTS = (0, 4, 8)
 
 
@@ -75,3 +76,16 @@ def test_automatic_schedule_decides_alike_on_every_rank(results):
     """Both ranks freeze at the same steps (the bit-identical test above covers all state) and it did freeze."""
     indices = [results[("freeze_auto", rank)]["indices"].tolist() for rank in range(2)]
     assert indices[0] == indices[1] and max(indices[0]) >= 1 and indices[0][0] == 0
+
+
+def test_frozen_prefix_cache_in_data_parallel_training(results):
+    """Each rank caches its own shard's prefix outputs (hits from the second pass over the batches); the gradients
+    of the suffix are all-reduced as without the cache, so the run equals the uncached one bit for bit (no
+    BatchNorm: the prefix's inference mode changes nothing), on both ranks."""
+    for rank in range(2):
+        cached, uncached = results[("freeze_cached", rank)], results[("freeze_uncached", rank)]
+        assert cached["indices"].tolist() == uncached["indices"].tolist() and max(cached["indices"]) == 2
+        assert int(cached["hits"]) > 0 and int(uncached["hits"]) == -1
+        for key in cached:
+            if key not in ("hits",):
+                np.testing.assert_array_equal(cached[key], uncached[key], err_msg=key)

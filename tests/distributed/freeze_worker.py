@@ -6,13 +6,16 @@ Rank r trains on its rows of each global batch (``worker.shard``), so a test can
 import os
 import sys
 
+import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 from mindspore.communication import get_group_size
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from boost_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate  # noqa: E402
+from boost_cells import (  # noqa: E402
+    BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate)
+from boost_cells.transforms import GradientFreeze  # noqa: E402
 from tests.distributed.worker import shard  # noqa: E402
 from tests.helpers import TanhMLP, freeze_config, init_data_parallel  # noqa: E402
 
@@ -79,8 +82,34 @@ def scenario_freeze_auto(rank, size):
                steps=8)
 
 
+def staged_mlp():
+    """Dense-tanh, dense-tanh, dense: three stages, 4 inputs to 3 outputs, seeded (the same on every rank)."""
+    ms.set_seed(0)
+    return nn.SequentialCell([nn.SequentialCell([nn.Dense(4, 8), nn.Tanh()]),
+                              nn.SequentialCell([nn.Dense(8, 8), nn.Tanh()]), nn.Dense(8, 3)])
+
+
+def cached_run(rank, size, cache):
+    """Progressive freezing at stage boundaries (indices 0, 0, 1, 1, 2, ...) over 2 global batches seen 4 times
+    each, with or without the frozen-prefix cache; both runs use the cache's FreezeOpt (groups at stages)."""
+    net = staged_mlp()
+    config = freeze_config(freeze_type=2, freeze_p=0.2, total_steps=8)
+    config["grad_freeze"]["cache_frozen_prefix"] = cache
+    freezing = GradientFreeze(**{**BoostConfig.from_dict(config).section("grad_freeze"), "cache_frozen_prefix": True})
+    opt = freezing.freeze_generate(net, nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9))[1]
+    cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
+    indices = []
+    for step in range(8):
+        indices.append(cell.train_step.current_index())
+        cell(*shard(step % 2, rank, size))
+    hits = cell.prefix_cache.hits if cell.prefix_cache is not None else -1
+    return {**{p.name: p.asnumpy() for p in net.trainable_params()}, "indices": np.array(indices),
+            "hits": np.array(hits)}
+
+
 SCENARIOS = {"freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto, "freeze_adasum": scenario_freeze_adasum,
-             "freeze_overflow": scenario_freeze_overflow}
+             "freeze_overflow": scenario_freeze_overflow, "freeze_cached": lambda r, s: cached_run(r, s, True),
+             "freeze_uncached": lambda r, s: cached_run(r, s, False)}
 
 
 def main():
