@@ -90,7 +90,7 @@ def staged_mlp():
 
 
 def cached_run(rank, size, cache):
-    """Progressive freezing at stage boundaries (indices 0, 0, 1, 1, 2, ...) over 2 global batches seen 4 times
+    """Progressive freezing at stage boundaries (indices 0, 0, 1, 1, 1, 2, 2, 2) over 2 global batches seen 4 times
     each, with or without the frozen-prefix cache; both runs use the cache's FreezeOpt (groups at stages)."""
     net = staged_mlp()
     config = freeze_config(freeze_type=2, freeze_p=0.2, total_steps=8)
