@@ -192,7 +192,9 @@ class BoostConfig:
     """An immutable, validated boost configuration.
 
     Build it with ``BoostConfig.from_file(path)``, ``BoostConfig.from_dict(d)`` or ``BoostConfig.level("O1")``;
-    ``to_dict()`` gives every key with its value and round-trips through ``from_dict``.
+    ``to_dict()`` gives every key with its value and round-trips through ``from_dict``. ``given(path)`` tells a key
+    the user wrote from one filled in with its default (``Model.train`` sets a left-out
+    ``grad_freeze.total_steps`` from the run).
 
     Attributes:
         level_name (str): "O0", "O1" or "O2".
@@ -235,6 +237,7 @@ class BoostConfig:
         self._level = level
         self._features = MappingProxyType(features)
         self._has_loss_scale = "loss_scale" in raw
+        self._given = frozenset(f"{name}.{key}" for name in SCHEMA for key in raw.get(name, {}))
         self._sections = MappingProxyType({name: MappingProxyType(value) for name, value in sections.items()})
 
     @classmethod
@@ -323,6 +326,20 @@ class BoostConfig:
     def section(self, name):
         """The validated section ``name`` (every key present, defaults filled in)."""
         return self._sections[name]
+
+    def given(self, path):
+        """Whether the key ``path`` ("section.key", e.g. "grad_freeze.total_steps") was written in the dict or file
+        this config was built from, rather than filled in with its default. (``to_dict`` writes every key, so a
+        config rebuilt from it has every key given.)
+
+        Raises:
+            ValueError: ``path`` is not a "section.key" path of the schema (the message lists the allowed ones).
+        """
+        section, _, key = str(path).partition(".")
+        if key not in SCHEMA.get(section, {}):
+            raise ValueError(f"For 'BoostConfig.given', 'path' must be a key path 'section.key' with section in "
+                             f"{sorted(SCHEMA)} and a key of that section, but got {path!r}.")
+        return path in self._given
 
     def to_dict(self):
         """Every key with its value; ``BoostConfig.from_dict(c.to_dict()) == c``."""

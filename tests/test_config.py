@@ -1,5 +1,6 @@
 """BoostConfig and AutoBoost: resolution rules, strict validation, round trips, no shared mutable state."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,23 @@ def test_round_trip_and_immutability(tmp_path):
         config.section("common")["device_number"] = 4
     config.to_dict()["grad_accumulation"]["grad_accumulation_step"] = 99
     assert config.section("grad_accumulation")["grad_accumulation_step"] == 3
+
+
+def test_given_tells_written_keys_from_defaults(tmp_path):
+    """given(path): the keys the user wrote, not the defaults filled in; every key after a to_dict round trip (which
+    stays equal to the original); a path outside the schema is an error naming the path."""
+    raw = {"level": "O1", "grad_freeze": {"freeze_type": 2, "freeze_p": 0.5}}
+    config = BoostConfig.from_dict(raw)
+    assert config.given("grad_freeze.freeze_type") and config.given("grad_freeze.freeze_p")
+    assert not config.given("grad_freeze.total_steps") and not config.given("less_bn.fn_flag")
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(raw))
+    assert not BoostConfig.from_file(path).given("grad_freeze.total_steps")
+    again = BoostConfig.from_dict(config.to_dict())
+    assert again == config and again.given("grad_freeze.total_steps")
+    for bad in ("grad_freeze.totl_steps", "grad_freeze", "freeze.total_steps", "level"):
+        with pytest.raises(ValueError, match=re.escape(repr(bad))):
+            config.given(bad)
 
 
 def test_file_errors(tmp_path):
