@@ -263,12 +263,17 @@ class ModelBuildHooks(_MindSporeModel):
     - ``build_train(parts) -> Cell or None``: the train network; None builds MindSpore's own. The train network
       gets the network's (and loss function's) input signature, as in MindSpore's builder.
 
+    ``replace_train_network(optimizer)`` builds the train network again through ``build_train``, for a change that
+    only ``train`` can know of.
+
     Relies on (``mindspore/train/model.py``): ``Model.__init__`` keeps its arguments in ``_network``,
     ``_loss_fn``, ``_optimizer``, ``_eval_network``, ``_amp_level``, ``_boost_level``, ``_loss_scale_manager``
     (``_loss_scale_manager_set`` when given) and ``_keep_bn_fp32``, then calls ``self._build_boost_network(kwargs)``,
-    then ``self._build_train_network()`` (whose result is ``train_network``), then builds the eval network from
-    ``_eval_network``; input signatures are merged by ``_merge_inputs``, ``_process_loss_inputs`` and
-    ``_set_with_processed_inputs``.
+    then ``self._build_train_network()``, whose result it keeps in ``_train_network`` (with the network's
+    ``jit_config_dict`` as its ``_jit_config_dict``): ``train_network`` and every ``train`` (its callbacks and
+    checkpoints included) read that attribute, and ``train`` reads the optimizer from ``_optimizer``. Then it builds
+    the eval network from ``_eval_network``; input signatures are merged by ``_merge_inputs``,
+    ``_process_loss_inputs`` and ``_set_with_processed_inputs``.
     """
 
     def build_boost(self, parts, kwargs):  # pylint: disable=unused-argument
@@ -278,6 +283,16 @@ class ModelBuildHooks(_MindSporeModel):
     def build_train(self, parts):  # pylint: disable=unused-argument
         """The train network (see the class docstring); default: None, MindSpore's own."""
         return None
+
+    def replace_train_network(self, optimizer):
+        """Make ``optimizer`` the model's optimizer and build the train network again (``build_train`` on the
+        current parts); the next ``train`` trains the new one. Returns the previous train network, which nothing
+        in the model uses any more. Call it before the previous one was compiled or run, or its work is lost."""
+        previous = self._train_network
+        self._optimizer = optimizer
+        self._train_network = self._build_train_network()
+        self._train_network._jit_config_dict = previous._jit_config_dict  # pylint: disable=protected-access
+        return previous
 
     def _build_boost_network(self, kwargs):
         _store_model_parts(self, self.build_boost(_model_parts(self), kwargs))

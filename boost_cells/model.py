@@ -10,18 +10,26 @@ cell comes from ``build_train_network``, after ``amp_level``'s mixed-precision c
 A level that cannot be applied is never a silent O0: with a loss but no optimizer it is an error; with neither (the
 network is a ready train cell, as acn_mindspore passes one) the cell trains as it is, as in MindSpore, with a
 warning that names the features left out.
+
+Only ``train`` knows the run's length, which an interval or progressive freezing schedule is drawn for
+(``grad_freeze.total_steps``): the first ``train`` sets a left-out ``total_steps`` from its epochs and dataset and
+rebuilds the train cell with it, before anything of it was compiled or run; a given one that differs from the run
+is kept, with a warning that says when freezing starts (``boost_cells.transforms.freeze_run``).
 """
 import dataclasses
+import warnings
 
 import mindspore as ms
 from mindspore import nn
 
 from .auto_boost import AutoBoost
-from .config import warn_user
+from .config import BoostConfig, BoostConfigWarning, warn_user
 from .mindspore_internals import ModelBuildHooks, amp_network
 from .train_cells import build_train_network
+from .transforms.freeze import FreezeOpt, freeze_optimizer, unfrozen
+from .transforms.freeze_run import counts_steps, run_updates, warn_if_run_differs
 
-__all__ = ["Model", "build_amp_train_network", "device_target"]
+__all__ = ["Model", "device_target"]
 
 
 def device_target():
@@ -29,21 +37,42 @@ def device_target():
     return ms.get_context("device_target")
 
 
-def build_amp_train_network(network, optimizer, loss_fn, amp_level, boost_config, **amp_kwargs):
-    """``mindspore.amp.build_train_network`` with boost_cells' train cell.
+def _train_cell(amp_parts, optimizer, boost_config):
+    """boost_cells' train cell on ``amp_parts``, the ``(network with loss, loss-scale manager)`` that ``amp_level``
+    makes exactly as ``mindspore.amp.build_train_network`` does (``amp_network``: the cast, the loss wrapper, O2's
+    default ``DynamicLossScaleManager``, which runs on CPU here); the manager picks the cell as
+    ``build_train_network`` does."""
+    network, loss_scale_manager = amp_parts
+    return build_train_network(network, optimizer, boost_config, loss_scale_manager=loss_scale_manager).set_train()
 
-    ``amp_level`` ("O0", "O1", "O2", "O3", "auto") casts the network and picks the loss wrapper and the default
-    loss-scale manager exactly as MindSpore does (O2's default is a ``DynamicLossScaleManager``, which runs on CPU
-    here); ``amp_kwargs`` (``cast_model_type``, ``keep_batchnorm_fp32``, ``loss_scale_manager``) override the level.
-    The manager then picks the cell as ``build_train_network`` does.
 
-    Raises:
-        ValueError, TypeError: as ``mindspore.amp.build_train_network`` for a bad level or keyword; as
-            ``BoostConfig`` for a bad config.
-    """
-    network, loss_scale_manager = amp_network(network, loss_fn, amp_level, **amp_kwargs)
-    cell = build_train_network(network, optimizer, boost_config, loss_scale_manager=loss_scale_manager)
-    return cell.set_train()
+def _steps_per_epoch(dataset, dataset_sink_mode, sink_size):
+    """The steps of one ``Model.train`` epoch: ``sink_size`` in sink mode (on CPU MindSpore falls back to non-sink
+    mode, one pass over the dataset), else the dataset's size."""
+    if dataset_sink_mode and sink_size > 0 and device_target() != "CPU":
+        return sink_size
+    return dataset.get_dataset_size()
+
+
+def _with_total_steps(config, total_steps):
+    """``config`` with ``grad_freeze.total_steps`` set to ``total_steps`` (its warnings, given when it was built,
+    are not repeated)."""
+    raw = config.to_dict()
+    raw["grad_freeze"]["total_steps"] = total_steps
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoostConfigWarning)
+        return BoostConfig.from_dict(raw)
+
+
+def _carry_own_state(previous, cell):
+    """Copy into ``cell`` the value of every Parameter of ``previous`` with the same name that ``cell`` does not
+    share (the train cell's own state: the schedule position, a loss scale and its counters, accumulation buffers),
+    so state loaded into ``previous`` (a checkpoint, to resume) survives a rebuild."""
+    values = {param.name: param for param in previous.get_parameters()}
+    for param in cell.get_parameters():
+        old = values.get(param.name)
+        if old is not None and old is not param:
+            param.set_data(ms.Tensor(old.asnumpy(), old.dtype))
 
 
 class Model(ModelBuildHooks):
@@ -57,12 +86,12 @@ class Model(ModelBuildHooks):
             must agree with ``boost_level``), ``acc_level`` (deprecated alias of ``boost_level``).
 
     Attributes:
-        boost (AutoBoost): the resolved boost (``boost.config`` is the ``BoostConfig`` the train cell uses).
+        boost (AutoBoost): the resolved boost (``boost.config`` is the ``BoostConfig`` the train cell uses; after
+            ``train`` set ``grad_freeze.total_steps`` from the run, the one with that value).
 
     Raises:
         ValueError: a boost config that switches a feature on with a ``loss_fn`` but no ``optimizer`` (there is no
-            train step to boost); anything ``mindspore.train.Model``, ``AutoBoost`` or ``build_amp_train_network``
-            raises.
+            train step to boost); anything ``mindspore.train.Model``, ``AutoBoost`` or ``amp_level``'s cast raises.
 
     Warns:
         BoostConfigWarning: a boost config that switches a feature on with neither ``loss_fn`` nor ``optimizer``:
@@ -73,6 +102,9 @@ class Model(ModelBuildHooks):
 
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None, eval_indexes=None,
                  amp_level="O0", boost_level="O0", **kwargs):
+        self._amp_parts = None  # amp_network's (network with loss, manager): built once, as amp casts a network once
+        self._schedule_steps = False  # the train cell's freezing schedule is drawn for the config's total_steps
+        self._fit_schedule = False  # the next train sets grad_freeze.total_steps from its run
         super().__init__(network, loss_fn=loss_fn, optimizer=optimizer, metrics=metrics, eval_network=eval_network,
                          eval_indexes=eval_indexes, amp_level=amp_level, boost_level=boost_level, **kwargs)
 
@@ -93,6 +125,9 @@ class Model(ModelBuildHooks):
                           "and its optimizer, or build the train cell with boost_cells.build_train_network.")
             return dataclasses.replace(parts, boost_level=level)
         network, optimizer = self.boost.network_auto_process_train(parts.network, parts.optimizer)
+        self._schedule_steps = isinstance(optimizer, FreezeOpt) and not isinstance(parts.optimizer, FreezeOpt) \
+            and counts_steps(self.boost.config.section("grad_freeze"))
+        self._fit_schedule = self._schedule_steps and not self.boost.config.given("grad_freeze.total_steps")
         eval_network = parts.eval_network
         if eval_network is not None:
             eval_network = self.boost.network_auto_process_eval(eval_network)
@@ -100,12 +135,27 @@ class Model(ModelBuildHooks):
                                    boost_level=level)
 
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
-        """``mindspore.train.Model.train``, refusing dataset sink mode on GPU and Ascend when the train network has
-        host-side features (``host_hooks``, e.g. the first-overflow report): sink mode runs the train cell nested in
-        a data wrapper's graph, where they cannot run. (On CPU MindSpore falls back to non-sink mode, where they do.)
+        """``mindspore.train.Model.train``, with the freezing schedule fitted to the run, and refusing dataset sink
+        mode on GPU and Ascend when the train network has host-side features (``host_hooks``, e.g. the
+        first-overflow report): sink mode runs the train cell nested in a data wrapper's graph, where they cannot
+        run. (On CPU MindSpore falls back to non-sink mode, where they do.)
+
+        An interval or progressive freezing schedule from the config (``grad_freeze.freeze_type`` 1 or 2) is drawn
+        for ``grad_freeze.total_steps`` updates and indexed by the updates since the run's start. The run has
+        ``epoch`` times the steps per epoch (the dataset's size; ``sink_size`` in sink mode), divided by the
+        accumulation steps: counted from epoch 0 even when resuming at ``initial_epoch``, so a resumed run gets the
+        schedule of the uninterrupted one. When the config leaves ``total_steps`` out, the first ``train`` sets it
+        to that count (``boost.config`` then holds it) and rebuilds the train network with it, carrying over the
+        state loaded into the previous one (a checkpoint, to resume). A given ``total_steps``, or the one set by an
+        earlier ``train``, that differs from the run stays, with a ``BoostConfigWarning`` that says when freezing
+        starts. The continuous and automatic schedules need no step count.
 
         Raises:
             ValueError: ``dataset_sink_mode=True`` on GPU/Ascend with a host-side feature on.
+
+        Warns:
+            BoostConfigWarning: an interval or progressive schedule drawn for another number of updates than the
+                run has.
         """
         hooks = getattr(self.train_network, "host_hooks", ())
         if dataset_sink_mode and hooks and device_target() in ("GPU", "Ascend"):
@@ -113,7 +163,29 @@ class Model(ModelBuildHooks):
             raise ValueError(f"For 'Model.train', 'dataset_sink_mode' must be False on {device_target()} with the "
                              f"host-side feature(s) {names} on (sink mode runs the train cell inside a data wrapper's "
                              "graph, where no host code runs between steps), but got True.")
+        if self._schedule_steps:
+            self._fit_schedule_to_run(epoch, _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size))
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
+
+    def _fit_schedule_to_run(self, epoch, steps):
+        """Set a left-out ``grad_freeze.total_steps`` from the run (once), or warn when it differs (see ``train``).
+        A bad ``epoch`` or an empty dataset is left to MindSpore's own checks."""
+        if not isinstance(epoch, int) or epoch < 1 or steps < 1:
+            return
+        config = self.boost.config
+        accumulation = config.accumulation_steps
+        updates = run_updates(epoch, steps, accumulation)
+        fit, self._fit_schedule = self._fit_schedule, False
+        if not fit:
+            run = f"{epoch} epochs of {steps} steps"
+            if accumulation > 1:
+                run += f", {accumulation} micro-steps per update"
+            warn_if_run_differs(config.section("grad_freeze"), self._optimizer.strategy, updates, run)
+        elif updates != config.section("grad_freeze")["total_steps"]:
+            self.boost.config = _with_total_steps(config, updates)
+            optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
+            previous = self.replace_train_network(optimizer)
+            _carry_own_state(previous, self.train_network)
 
     def build_train(self, parts):
         """boost_cells' train cell after ``amp_level``'s cast (see ``ModelBuildHooks``); without an optimizer,
@@ -122,5 +194,6 @@ class Model(ModelBuildHooks):
             return None
         if not isinstance(parts.network, nn.Cell):
             raise TypeError(f"For 'Model', 'network' must be a Cell, but got {type(parts.network).__name__}.")
-        return build_amp_train_network(parts.network, parts.optimizer, parts.loss_fn, parts.amp_level,
-                                       self.boost.config, **parts.amp_kwargs)
+        if self._amp_parts is None:
+            self._amp_parts = amp_network(parts.network, parts.loss_fn, parts.amp_level, **parts.amp_kwargs)
+        return _train_cell(self._amp_parts, parts.optimizer, self.boost.config)

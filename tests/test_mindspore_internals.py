@@ -257,3 +257,31 @@ def test_model_default_train_builder_is_mindspores():
     """build_train returning None keeps MindSpore's own builder (the network with loss without an optimizer)."""
     model = internals.ModelBuildHooks(Linear(), nn.MSELoss())
     assert isinstance(model.train_network, nn.WithLossCell)
+
+
+def test_model_trains_a_replaced_train_network():
+    """Model keeps its train network in _train_network and its optimizer in _optimizer, and train reads both (its
+    callbacks see them): replace_train_network's cell is the one that trains, with the previous one's jit config."""
+    net = Linear()
+    seen = []
+
+    class Probe(internals.ModelBuildHooks):
+        def build_train(self, parts):
+            return nn.TrainOneStepCell(nn.WithLossCell(parts.network, parts.loss_fn), parts.optimizer)
+
+    class Seen(ms.train.Callback):
+        def on_train_step_end(self, run_context):
+            params = run_context.original_args()
+            seen.append((params.train_network, params.optimizer))
+
+    model = Probe(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.1))
+    model.train_network._jit_config_dict = {"jit_level": "O0"}  # pylint: disable=protected-access
+    frozen = nn.SGD(net.trainable_params(), 0.0)
+    previous = model.replace_train_network(frozen)
+    assert model.train_network is not previous and model.train_network.optimizer is frozen
+    assert model.train_network.jit_config_dict == {"jit_level": "O0"}
+    before = net.fc.weight.asnumpy().copy()
+    x, y = np.ones((2, 4), np.float32), np.zeros((2, 3), np.float32)
+    model.train(1, ms.dataset.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(2), callbacks=[Seen()])
+    assert seen == [(model.train_network, frozen)]
+    np.testing.assert_array_equal(net.fc.weight.asnumpy(), before)  # trained by the replacement's lr 0

@@ -1,0 +1,84 @@
+"""A freezing schedule against the run it trains in: how many updates the run has, and what a schedule drawn for
+another number of updates does in it.
+
+The interval (1) and progressive (2) schedules are sequences drawn in advance for ``total_steps`` updates
+(``freeze_index_sequence``: ``int(total_steps * 1.01)`` entries) and indexed by the updates applied since the
+run's start (``grad_freeze.position``). Only the run knows how many updates it has: ``Model.train`` counts them
+(``run_updates``), sets ``total_steps`` from them when the config leaves it out, and otherwise warns
+(``warn_if_run_differs``) when the two differ, saying when freezing starts. The continuous schedule (0) repeats a
+fixed cycle and the automatic one (3, "auto") decides while training: neither needs a step count.
+"""
+from ..config import warn_user
+from .freeze import INTERVAL, PROGRESSIVE, freeze_index_sequence
+
+__all__ = ["counts_steps", "run_updates", "warn_if_run_differs"]
+
+
+def counts_steps(section):
+    """Whether the ``grad_freeze`` config section's schedule depends on ``total_steps``: an interval or progressive
+    schedule that freezes at all (more than one group, ``freeze_p`` below 1)."""
+    return section["freeze_type"] in (INTERVAL, PROGRESSIVE) and section["param_groups"] > 1 \
+        and section["freeze_p"] < 1
+
+
+def run_updates(epochs, steps_per_epoch, accumulation_steps):
+    """The optimizer updates of a whole run, counted from its start (a resumed run included): ``epochs *
+    steps_per_epoch`` steps, one update per ``accumulation_steps`` micro-steps (at least 1, the least
+    ``total_steps``)."""
+    return max(1, epochs * steps_per_epoch // accumulation_steps)
+
+
+def _first_frozen(strategy):
+    """The first position of ``strategy`` that freezes a group, or None."""
+    return next((t for t, index in enumerate(strategy) if index > 0), None)
+
+
+def _progressive(strategy, section, updates):
+    """What a progressive ``strategy`` drawn for ``section["total_steps"]`` updates does in a run of ``updates``."""
+    start, deepest = _first_frozen(strategy), strategy.index(max(strategy))
+    stage = f"its deepest stage (training from group {max(strategy)} on)"
+    what = "The progressive schedule "
+    if start is None or start >= updates:
+        trained = len(strategy) if start is None else start
+        what += f"trains every group for its first {trained} updates, so freezing never starts in this run."
+    elif deepest >= updates:
+        what += f"starts freezing at update {start + 1}, but the run ends before {stage}, from update {deepest + 1}."
+    elif section["total_steps"] < updates:
+        what += (f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}, so the run's "
+                 f"last {updates - deepest} updates all train that stage.")
+    else:
+        what += f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}."
+    fitted = _first_frozen(freeze_index_sequence(section["param_groups"], PROGRESSIVE, section["freeze_p"], updates))
+    if fitted is not None:
+        what += f" Drawn for {updates} updates, it would start freezing at update {fitted + 1}."
+    return what
+
+
+def _interval(strategy, section, updates):
+    """What an interval ``strategy`` drawn for ``section["total_steps"]`` updates does in a run of ``updates``."""
+    length, start = len(strategy), _first_frozen(strategy)
+    drawn = f"int({section['total_steps']} * 1.01) = {length}"
+    if start is None:
+        return f"Its interval sequence of {drawn} updates freezes nothing, so freezing never starts."
+    what = (f"Freezing starts at update {start + 1} all the same (the interval schedule freezes about 1 - freeze_p = "
+            f"{1 - section['freeze_p']:g} of the steps from the start), but ")
+    if length < updates:
+        return what + (f"its sequence of {drawn} updates is shorter than the run: after update {length} it starts "
+                       f"again from its first entry, so the run repeats the same pattern of frozen steps "
+                       f"{updates / length:.1f} times.")
+    return what + f"the run uses only the first {updates} of its {drawn} entries."
+
+
+def warn_if_run_differs(section, strategy, updates, run):
+    """Warn (``warn_user``) when the ``grad_freeze`` section's schedule ``strategy`` (the train cell's, drawn for
+    ``total_steps`` updates) was drawn for another number of updates than the run's ``updates``, saying when
+    freezing starts in this run; nothing when the schedule does not depend on it (``counts_steps``). ``run``
+    describes the run for the message, e.g. "20 epochs of 44 steps"."""
+    total = section["total_steps"]
+    if not counts_steps(section) or total == updates:
+        return
+    describe = _progressive if section["freeze_type"] == PROGRESSIVE else _interval
+    warn_user(f"For 'Model.train', the freezing schedule was drawn for 'grad_freeze.total_steps' = {total} updates, "
+              f"but the run has {updates} ({run}). {describe(tuple(strategy), section, updates)} Model.train "
+              f"sets a left-out 'grad_freeze.total_steps' from its first run; or set it to {updates}, or use "
+              "freeze_type 'auto', which needs no step count.")
