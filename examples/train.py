@@ -1,5 +1,10 @@
-"""Train a small LeNet-style network (or, with ``--network resnet``, a small ResNet with BatchNorm) on
-scikit-learn's 8x8 digits with a boost_cells train cell.
+"""Train a small LeNet-style network or a small ResNet with BatchNorm on scikit-learn's 8x8 digits with a boost_cells
+train cell.
+
+``--network`` picks the network; left out, the config picks it (``pick_network``): ResNet when the config switches
+``less_bn`` on (LeNet has no BatchNorm to remove) or when its gradient freezing cannot split LeNet (2 layers, no
+stages for a frozen-prefix cache), as the level configs O1.json and O2.json (4 groups) ask; LeNet otherwise. An
+explicit ``--network`` that the config's freezing cannot split is refused before anything is built.
 
 The network and optimizer go through ``AutoBoost.network_auto_process_train`` (LessBN and gradient
 centralization at O1/O2), the train cell comes from ``boost_cells.build_train_network``; both follow a JSON boost
@@ -13,7 +18,7 @@ zero over the run by half a cosine, set once per epoch, so the final accuracy do
 Stand-alone::
 
     python examples/train.py --config configs/O0.json
-    python examples/train.py --config configs/O1.json --network resnet
+    python examples/train.py --config configs/O1.json     # the ResNet, picked for the config
 
 Data-parallel, two workers::
 
@@ -45,7 +50,7 @@ from mindspore.train import Callback, CheckpointConfig, ModelCheckpoint
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from boost_cells import AutoBoost, BoostConfig, BoostMonitor, Model, build_train_network
+from boost_cells import AutoBoost, BoostConfig, BoostMonitor, GradientFreeze, Model, build_train_network
 from boost_cells.transforms.freeze import unfrozen
 
 SPLIT_SEED = 0
@@ -62,9 +67,10 @@ def parse_args(argv=None):
                              "(default: 32)")
     parser.add_argument("--lr", type=float, default=0.05,
                         help="peak Momentum learning rate, cosine-decayed per epoch (default: 0.05)")
-    parser.add_argument("--network", choices=("lenet", "resnet"), default="lenet",
-                        help="lenet (no BatchNorm) or resnet (a small ResNet with 9 BatchNorms, for LessBN and "
-                             "gradient freezing; default: lenet)")
+    parser.add_argument("--network", choices=("lenet", "resnet"), default=None,
+                        help="lenet (no BatchNorm, 2 layers) or resnet (a small ResNet with 9 BatchNorms, for LessBN "
+                             "and gradient freezing); default: picked from the config, resnet when it switches "
+                             "less_bn on or its gradient freezing cannot split lenet, else lenet")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and shuffling (default: 0)")
     parser.add_argument("--mode", choices=("graph", "pynative"), default="graph",
                         help="MindSpore execution mode (default: graph)")
@@ -94,6 +100,10 @@ def parse_args(argv=None):
         parser.error("--resume needs --checkpoint-dir")
     if args.train_samples is not None and args.train_samples < 1:
         parser.error("--train-samples must be >= 1")
+    try:
+        args.network, args.network_reason = pick_network(args.network, BoostConfig.from_file(args.config))
+    except (OSError, ValueError) as error:  # the config file, or a network its freezing cannot split
+        parser.error(str(error))
     return args
 
 
@@ -169,6 +179,46 @@ def resnet(width=16, blocks=2, num_classes=10):
     return nn.SequentialCell(stages)
 
 
+NETWORKS = {"lenet": LeNet, "resnet": lambda: resnet(width=8, blocks=1)}
+
+
+def unsplittable(name, config):
+    """Why the config's gradient freezing cannot split network ``name`` into its groups (the library's error: too
+    few layers for ``param_groups``, or no stages for ``cache_frozen_prefix``), or None when it can or is off."""
+    if not config.enabled("grad_freeze"):
+        return None
+    section = config.section("grad_freeze")
+    try:
+        GradientFreeze(**section).split_parameters_groups(NETWORKS[name](), section["param_groups"])
+    except (TypeError, ValueError) as error:
+        return str(error)
+    return None
+
+
+def pick_network(choice, config):
+    """``(network name, why it was picked)``: ``choice`` (``--network``) as given, why None; or, for None, resnet
+    when ``config`` switches ``less_bn`` on or its freezing cannot split lenet, else lenet.
+
+    Raises:
+        ValueError: the config's freezing cannot split ``choice`` (the message names ``--network``).
+    """
+    if choice is not None:
+        problem = unsplittable(choice, config)
+        if problem is not None:
+            fits = [name for name in NETWORKS if unsplittable(name, config) is None]
+            fix = f"use --network {fits[0]}, or leave --network out to pick it" if fits \
+                else "change 'grad_freeze.param_groups'"
+            raise ValueError(f"--network {choice} cannot be trained with this config's gradient freezing: {problem} "
+                             f"To train this config, {fix}.")
+        return choice, None
+    if config.enabled("less_bn"):
+        return "resnet", "the config switches less_bn on, and LeNet has no BatchNorm"
+    problem = unsplittable("lenet", config)
+    if problem is not None:
+        return "resnet", f"the config's gradient freezing cannot split LeNet: {problem}"
+    return "lenet", "the config needs no BatchNorm, and LeNet suits its gradient freezing, if any"
+
+
 def global_batches(rng, sample_count, global_batch):
     """Index arrays of the full global batches of one shuffled epoch (the last partial batch is dropped)."""
     order = rng.permutation(sample_count)
@@ -213,7 +263,7 @@ def train_epoch(train_cell, batches, x_train, y_train, rank, batch_size, monitor
 def train(args, rank, rank_count, log):
     """Build the network and train cell, train for ``args.epochs``; returns the final test accuracy."""
     x_train, x_test, y_train, y_test = load_data()
-    net = LeNet() if args.network == "lenet" else resnet(width=8, blocks=1)
+    net = NETWORKS[args.network]()
     if args.amp_level != "O0":
         net = ms.amp.auto_mixed_precision(net, args.amp_level)
     config = BoostConfig.from_file(args.config)
@@ -375,7 +425,7 @@ def train_with_model(args, rank, rank_count, log, callbacks=(), evaluate=True):
     x_train, x_test, y_train, y_test = load_data()
     if args.train_samples is not None:
         x_train, y_train = x_train[:args.train_samples], y_train[:args.train_samples]
-    net = LeNet() if args.network == "lenet" else resnet(width=8, blocks=1)
+    net = NETWORKS[args.network]()
     if args.amp_level != "O0":
         net = ms.amp.auto_mixed_precision(net, args.amp_level)
     config = BoostConfig.from_file(args.config)
@@ -423,6 +473,8 @@ def main(argv=None):
         if rank == 0:
             print(message, flush=True)
 
+    if args.network_reason is not None:
+        log(f"network {args.network}, picked for {args.config} ({args.network_reason}); choose with --network")
     if args.checkpoint_dir is not None:
         test_accuracy, _ = train_with_model(args, rank, rank_count, log)
     else:

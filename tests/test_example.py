@@ -1,4 +1,6 @@
-"""The main job, examples/train.py, run as a user runs it: stand-alone and under a 2-worker msrun."""
+"""The main job, examples/train.py, run as a user runs it: stand-alone and under a 2-worker msrun; and how it picks
+its network for a config."""
+import json
 import subprocess
 import sys
 
@@ -7,6 +9,8 @@ import pytest
 from tests.launch import ROOT, msrun
 
 TRAIN = ROOT / "examples" / "train.py"
+sys.path.insert(0, str(ROOT / "examples"))
+import train as example  # noqa: E402  (examples/train.py)
 
 
 @pytest.mark.parametrize("config", ["O0", "loss_scale"])
@@ -29,12 +33,13 @@ def test_job_runs_unchanged_under_msrun(tmp_path, config, extra):
 
 
 def test_o1_job_on_resnet_standalone():
-    """Level O1 (LessBN with the feature-normalised head, gradient centralization, gradient freezing) on the
-    example's small ResNet with BatchNorm; a short run, so a lower bar than the 20-epoch jobs."""
-    result = subprocess.run([sys.executable, str(TRAIN), "--config", "configs/O1.json", "--network", "resnet",
-                             "--epochs", "2", "--min-accuracy", "0.9"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=400)
+    """Level O1 (LessBN with the feature-normalised head, gradient centralization, the automatic freezing schedule)
+    on the example's small ResNet with BatchNorm, which the example picks for the config; a short run, so a lower
+    bar than the 20-epoch jobs (its 88 updates are within the schedule's 200-update warm-up: nothing freezes)."""
+    result = subprocess.run([sys.executable, str(TRAIN), "--config", "configs/O1.json", "--epochs", "2",
+                             "--min-accuracy", "0.9"], cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "network resnet, picked for configs/O1.json (the config switches less_bn on" in result.stdout
     assert "config configs/O1.json, BoostTrainOneStepCell, 1 rank(s)" in result.stdout
     assert sum(line.startswith("epoch") for line in result.stdout.splitlines()) == 2
 
@@ -45,3 +50,38 @@ def test_o2_job_on_resnet_under_msrun(tmp_path):
                              "--min-accuracy", "0.9"], tmp_path / "logs", timeout=500)
     assert code == 0, output[-5000:]
     assert "2 rank(s)" in output and "test accuracy: 0.9" in output
+
+
+@pytest.mark.parametrize("config, network", [("O0", "lenet"), ("loss_scale", "lenet"), ("grad_freeze", "lenet"),
+                                             ("O1", "resnet"), ("O2", "resnet")])
+def test_the_config_picks_a_network_it_can_split(config, network):
+    """Without --network: resnet for the level configs (less_bn on; 4 freezing groups where LeNet has 2 layers),
+    lenet for the rest (grad_freeze.json's 2 groups split it); the reason is kept for the log line. An explicit
+    --network is taken as given."""
+    args = example.parse_args(["--config", f"configs/{config}.json"])
+    assert args.network == network and args.network_reason
+    assert example.parse_args(["--config", f"configs/{config}.json", "--network", "resnet"]).network_reason is None
+
+
+def test_a_network_the_config_cannot_split_is_refused_naming_the_flag(tmp_path, capsys):
+    """--network lenet with O1.json (4 groups) or with a frozen-prefix cache (LeNet has no stages) fails before
+    anything is built, telling the user to use --network resnet; a config that neither network suits says what to
+    change."""
+    raw = json.loads((ROOT / "configs" / "grad_freeze.json").read_text())
+    raw["grad_freeze"]["cache_frozen_prefix"] = True
+    cached = tmp_path / "cached.json"
+    cached.write_text(json.dumps(raw))
+    raw["grad_freeze"]["param_groups"] = 50
+    too_many = tmp_path / "too_many.json"
+    too_many.write_text(json.dumps(raw))
+    for path, words in ((ROOT / "configs" / "O1.json", ["at most the network's 2 layer(s)", "use --network resnet"]),
+                        (cached, ["stages", "use --network resnet"]),
+                        (too_many, ["change 'grad_freeze.param_groups'"])):
+        with pytest.raises(SystemExit) as exit_info:
+            example.parse_args(["--config", str(path), "--network", "lenet"])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err
+        assert "--network lenet cannot be trained with this config's gradient freezing" in error
+        for word in words:
+            assert word in error, error
+    assert example.parse_args(["--config", str(cached)]).network == "resnet"
