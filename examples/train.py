@@ -216,7 +216,9 @@ def pick_network(choice, config):
     problem = unsplittable("lenet", config)
     if problem is not None:
         return "resnet", f"the config's gradient freezing cannot split LeNet: {problem}"
-    return "lenet", "the config needs no BatchNorm, and LeNet suits its gradient freezing, if any"
+    if config.enabled("grad_freeze"):
+        return "lenet", "less_bn is off, and the config's gradient freezing splits LeNet"
+    return "lenet", "the config switches on neither less_bn nor gradient freezing"
 
 
 def global_batches(rng, sample_count, global_batch):
