@@ -75,7 +75,7 @@ def test_a_network_the_config_cannot_split_is_refused_naming_the_flag(tmp_path, 
     raw["grad_freeze"]["param_groups"] = 50
     too_many = tmp_path / "too_many.json"
     too_many.write_text(json.dumps(raw))
-    for path, words in ((ROOT / "configs" / "O1.json", ["at most the network's 2 layer(s)", "use --network resnet"]),
+    for path, words in ((ROOT / "configs" / "O1.json", ["stages can be split", "use --network resnet"]),
                         (cached, ["stages", "use --network resnet"]),
                         (too_many, ["change 'grad_freeze.param_groups'"])):
         with pytest.raises(SystemExit) as exit_info:
