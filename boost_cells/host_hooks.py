@@ -5,10 +5,9 @@ batch; the automatic freezing schedule decides on the host once per interval) is
 and ``after_step(cell, inputs, outputs)``, listed in the cell's ``host_hooks``; ``HostHooks.__call__`` runs them
 around each call. A hook may also take the step itself (``take_step(cell, inputs)`` returning the outputs, or None
 to leave it to the cell): the frozen-prefix cache looks the batch up and runs the suffix's step on the cached
-outputs. Such a call exists only when Python calls the
-cell. Nested in another Cell's graph (dataset sink mode's ``_DataWrapper`` calls the train cell from its
-``construct``), the cell's ``construct`` is compiled into the outer graph and no hook could run, so compiling it
-there raises instead of silently dropping the feature.
+outputs. Such a call exists only when Python calls the cell. Nested in another Cell's graph (dataset sink mode's
+``_DataWrapper`` calls the train cell from its ``construct``), the cell's ``construct`` is compiled into the outer
+graph and no hook could run, so compiling it there raises instead of silently dropping the feature.
 """
 
 import numpy as np

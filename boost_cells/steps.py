@@ -200,8 +200,8 @@ def make_prefix_cache(network, optimizer, config, info, update, switch, *, sens=
             ``dim_reduce`` on (it re-runs the whole network).
     """
     if config.enabled("dim_reduce"):
-        raise ValueError("'grad_freeze.cache_frozen_prefix' cannot be used with 'dim_reduce', whose line search re-runs "
-                         "the whole network; switch one of them off.")
+        raise ValueError("'grad_freeze.cache_frozen_prefix' cannot be used with 'dim_reduce', whose line search "
+                         "re-runs the whole network; switch one of them off.")
     staged = staged_network(network)
     levels = range(1, optimizer.groups_num) if optimizer.auto is not None else sorted(set(switch.floors) - {0})
     if not levels:

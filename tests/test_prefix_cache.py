@@ -184,7 +184,7 @@ def test_growing_prefix_extends_through_new_stages_only(graph_mode):
 
 def test_full_cache_computes_and_warns_once(graph_mode):
     net = staged_net()
-    cache = FrozenPrefixCache([Stages(list(net)[:1])], max_bytes=3 * 4 * 8 * 8 * 4)  # room for 3 outputs (4, 8, 8) float32
+    cache = FrozenPrefixCache([Stages(list(net)[:1])], max_bytes=3 * 4 * 8 * 8 * 4)  # 3 float32 outputs (4, 8, 8)
     x, _ = data()
     with pytest.warns(RuntimeWarning, match="cache is full"):
         served = cache(x[:8], 1)

@@ -232,6 +232,9 @@ class GradientFreeze:
         auto_interval (int): updates between two decisions of the automatic schedule, >= 1. auto_warmup (int):
             updates before it may freeze, >= 0. auto_threshold (float): in (0, 1), the relative change of a
             segment's mean gradient norm between two intervals below which it counts as converged.
+        cache_frozen_prefix (bool): cut the groups at the network's stage boundaries (``staged_network``), so that a
+            train cell can cache the outputs of the groups frozen for good. cache_max_mb (int): that cache's memory,
+            in MB (read by the train cell).
 
     Raises:
         ValueError: a bad ``freeze_type``, ``freeze_p``, ``param_groups``, ``total_steps`` or ``seed``.
@@ -241,7 +244,7 @@ class GradientFreeze:
                  auto_threshold=0.05, cache_frozen_prefix=False, cache_max_mb=2048):
         _check_freeze_args("GradientFreeze", freeze_type, freeze_p)
         self.cache_frozen_prefix = bool(check("GradientFreeze", "cache_frozen_prefix", cache_frozen_prefix))
-        self.cache_max_mb = int(check("GradientFreeze", "cache_max_mb", cache_max_mb))
+        check("GradientFreeze", "cache_max_mb", cache_max_mb)
         self._auto = (int(check("GradientFreeze", "auto_interval", auto_interval)),
                       int(check("GradientFreeze", "auto_warmup", auto_warmup)),
                       float(check("GradientFreeze", "auto_threshold", auto_threshold)))
