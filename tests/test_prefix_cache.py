@@ -8,6 +8,7 @@ import mindspore as ms
 import pytest
 from mindspore import Tensor, nn
 
+import boost_cells.model
 from boost_cells import BoostConfig, BoostTrainOneStepCell, Model, build_train_network
 from boost_cells.transforms import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
 from tests.helpers import weights_of
@@ -219,6 +220,17 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
     assert [s[:3] for s in seen] == [(1, 0, 0), (1, 0, 32), (1, 32, 32)]
     for name, value in seen[0][3].items():
         np.testing.assert_array_equal(seen[2][3][name], value, err_msg=name)
+
+
+def test_model_refuses_sink_mode_with_the_cache(monkeypatch):
+    """The cache is a host route: ``Model.train(..., dataset_sink_mode=True)`` raises on GPU and Ascend, where sink
+    mode runs the train cell nested. Stand-in: no GPU here, so the device target the check reads is patched to
+    "GPU"; the check comes before the dataset is touched."""
+    net = staged_net()
+    model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.1, 0.9), boost_config_dict=cache_config())
+    monkeypatch.setattr(boost_cells.model, "device_target", lambda: "GPU")
+    with pytest.raises(ValueError, match="dataset_sink_mode.*FrozenPrefixHook"):
+        model.train(1, None, dataset_sink_mode=True)
 
 
 class EmaCell(BoostTrainOneStepCell):
