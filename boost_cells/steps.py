@@ -171,7 +171,7 @@ def _stage_starts(staged, optimizer):
     """Per group of ``optimizer``, the index of the stage where it starts; every group must be all the optimizer's
     parameters from that stage on."""
     stage_of = {id(p): index for index, stage in enumerate(staged.stages) for p in stage.trainable_params()}
-    trained = [p for p in unfrozen(optimizer).parameters]
+    trained = unfrozen(optimizer).parameters
     starts = []
     for opt in optimizer.opts:
         start = min(stage_of.get(id(p), len(staged.stages)) for p in opt.parameters)

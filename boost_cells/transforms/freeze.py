@@ -387,9 +387,7 @@ class FreezeSwitch(nn.Cell):
 
     def advanced(self, before, outputs):
         """``outputs`` of a step, after the position moved by the updates it applied since ``before`` (graph code;
-        a no-op with the automatic schedule, which has no position)."""
-        if self.auto is not None:
-            return outputs
+        only for the position-driven schedules: the automatic one has no position)."""
         applied = ops.reshape(ops.depend(self.global_step, outputs), ()) - before
         position = self.position + applied
         if self.cyclic:
