@@ -86,7 +86,7 @@ def step_cost(args, groups=4):
             ratios.append(a / b)
         rows.append((index, statistics.median(ratios), b * 1e3))
         if index == groups - 1:
-            reads = time_steps(lambda: (int(switched.train_step.position.asnumpy()),
+            reads = time_steps(lambda: (int(switched.train_step.schedule.position.asnumpy()),
                                         int(opt.global_step.asnumpy()[0]), int(opt.global_step.asnumpy()[0])),
                                (), 1000)
             print(f"the old dispatch's 3 host reads: {reads * 1e6:.0f} us per step", flush=True)

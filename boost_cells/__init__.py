@@ -9,7 +9,8 @@ from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
 from .model import Model
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, Log2LossScaleUpdate, NPUFloatStatusCheck
 from .updates import AdaSum, DimReduce, GradientAccumulation
-from .transforms import CommonHeadLastFN, FreezeOpt, GradientFreeze, LessBN, OptimizerProcess, ParameterProcess
+from .freezing import FreezeOpt, GradientFreeze, Stages
+from .transforms import CommonHeadLastFN, LessBN, OptimizerProcess, ParameterProcess
 from .steps import freeze_cell
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 from .multi_optimizer import MultiOptimizerTrainOneStepCell
@@ -18,6 +19,7 @@ __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostMon
            "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DimReduce", "DynamicLossScaleUpdate",
            "FiniteCheck", "FreezeOpt", "GradientAccumulation", "GradientFreeze", "GroupLossScaleManager", "LessBN",
            "Log2LossScaleUpdate", "Model", "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck", "OptimizerProcess",
-           "OverflowReportCallback", "ParameterProcess", "build_train_network", "freeze_cell", "locate_overflow"]
+           "OverflowReportCallback", "ParameterProcess", "Stages", "build_train_network", "freeze_cell",
+           "locate_overflow"]
 
 __version__ = "0.1.0"

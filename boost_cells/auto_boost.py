@@ -6,7 +6,8 @@ constructed ``AutoBoost`` (``boost_cells.config.latest_config()``, where that on
 replaces it, so two configs in one process never stick to each other, and the level table is never written to.
 """
 from .config import BoostConfig, set_latest_config
-from .transforms import LessBN, apply_less_bn, freeze_optimizer
+from .freezing import freeze_optimizer
+from .transforms import LessBN, apply_less_bn
 from .transforms.less_bn import head_applies, is_less_bn
 
 __all__ = ["AutoBoost"]

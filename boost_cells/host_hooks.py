@@ -1,7 +1,7 @@
 """Host-side step features in one place: hooks that run on the host around each call of a train cell.
 
 A feature that needs the host between steps (the first-overflow report runs PyNative cell hooks on the step's
-batch; the automatic freezing schedule decides on the host once per interval) is a hook with ``before_step(cell)``
+batch) is a hook with ``before_step(cell)``
 and ``after_step(cell, inputs, outputs)``, listed in the cell's ``host_hooks``; ``HostHooks.__call__`` runs them
 around each call. A hook may also take the step itself (``take_step(cell, inputs)`` returning the outputs, or None
 to leave it to the cell): the frozen-prefix cache looks the batch up and runs the suffix's step on the cached
@@ -11,20 +11,9 @@ graph and no hook could run, so compiling it there raises instead of silently dr
 """
 
 import numpy as np
-from mindspore import Tensor, ops
+from mindspore import Tensor
 
-from .transforms.auto_freeze import AutoFreezeHook
-
-__all__ = ["FrozenPrefixHook", "HostHooks", "OverflowReportHook", "schedule_hooks"]
-
-
-def schedule_hooks(optimizer, distributed):
-    """The host hooks a train step over ``optimizer`` needs: the automatic freezing schedule's decision (a
-    ``FreezeOpt`` with ``auto``; its statistics all-reduced when ``distributed``), or none."""
-    auto = getattr(optimizer, "auto", None)
-    if auto is None:
-        return ()
-    return (AutoFreezeHook(auto, ops.AllReduce() if distributed else None),)
+__all__ = ["FrozenPrefixHook", "HostHooks", "OverflowReportHook"]
 
 
 class HostHooks:

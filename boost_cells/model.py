@@ -14,7 +14,7 @@ warning that names the features left out.
 Only ``train`` knows the run's length, which an interval or progressive freezing schedule is drawn for
 (``grad_freeze.total_steps``): the first ``train`` sets a left-out ``total_steps`` from its epochs and dataset and
 rebuilds the train cell with it, before anything of it was compiled or run; a given one that differs from the run
-is kept, with a warning that says when freezing starts (``boost_cells.transforms.freeze_run``).
+is kept, with a warning that says when freezing starts (``boost_cells.freezing.run``).
 """
 import dataclasses
 import warnings
@@ -24,10 +24,11 @@ from mindspore import nn
 
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning, warn_user
+from .host_hooks import FrozenPrefixHook
 from .mindspore_internals import ModelBuildHooks, amp_network
 from .train_cells import build_train_network
-from .transforms.freeze import FreezeOpt, freeze_optimizer, unfrozen
-from .transforms.freeze_run import counts_steps, run_updates, warn_if_run_differs
+from .freezing import FreezeOpt, freeze_optimizer, unfrozen
+from .freezing.run import counts_steps, run_updates, warn_if_run_differs
 
 __all__ = ["Model", "device_target"]
 
@@ -54,11 +55,10 @@ def _steps_per_epoch(dataset, dataset_sink_mode, sink_size):
     return dataset.get_dataset_size()
 
 
-def _with_total_steps(config, total_steps):
-    """``config`` with ``grad_freeze.total_steps`` set to ``total_steps`` (its warnings, given when it was built,
-    are not repeated)."""
+def _with_grad_freeze(config, **keys):
+    """``config`` with the ``grad_freeze`` ``keys`` set (its warnings, given when it was built, are not repeated)."""
     raw = config.to_dict()
-    raw["grad_freeze"]["total_steps"] = total_steps
+    raw["grad_freeze"].update(keys)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BoostConfigWarning)
         return BoostConfig.from_dict(raw)
@@ -135,57 +135,79 @@ class Model(ModelBuildHooks):
                                    boost_level=level)
 
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
-        """``mindspore.train.Model.train``, with the freezing schedule fitted to the run, and refusing dataset sink
-        mode on GPU and Ascend when the train network has host-side features (``host_hooks``, e.g. the
-        first-overflow report): sink mode runs the train cell nested in a data wrapper's graph, where they cannot
-        run. (On CPU MindSpore falls back to non-sink mode, where they do.)
+        """``mindspore.train.Model.train``, with the freezing schedule fitted to the run, and in dataset sink mode on
+        GPU and Ascend without host-side features: sink mode runs the train cell nested in a data wrapper's graph,
+        where no host code runs between steps. There the frozen-prefix cache is left out (one
+        ``BoostConfigWarning`` naming ``grad_freeze.cache_frozen_prefix``; freezing itself is decided in the graph
+        and stays), and any other host-side feature (the first-overflow report) refuses the run. (On CPU MindSpore
+        falls back to non-sink mode, where they all run.)
 
-        An interval or progressive freezing schedule from the config (``grad_freeze.freeze_type`` 1 or 2) is drawn
-        for ``grad_freeze.total_steps`` updates and indexed by the updates since the run's start. The run has
-        ``epoch`` times the steps per epoch (the dataset's size; ``sink_size`` in sink mode), divided by the
-        accumulation steps: counted from epoch 0 even when resuming at ``initial_epoch``, so a resumed run gets the
-        schedule of the uninterrupted one. When the config leaves ``total_steps`` out, the first ``train`` sets it
-        to that count (``boost.config`` then holds it) and rebuilds the train network with it, carrying over the
-        state loaded into the previous one (a checkpoint, to resume). A given ``total_steps``, or the one set by an
-        earlier ``train``, that differs from the run stays, with a ``BoostConfigWarning`` that says when freezing
-        starts. The continuous and automatic schedules need no step count.
+        An interval, progressive or automatic freezing schedule from the config (``grad_freeze.freeze_type`` 1, 2
+        or 3) is made for ``grad_freeze.total_steps`` updates: a sequence of that length, or the automatic
+        schedule's interval and warm-up as shares of it. The run has ``epoch`` times the steps per epoch (the
+        dataset's size; ``sink_size`` in sink mode), divided by the accumulation steps: counted from epoch 0 even
+        when resuming at ``initial_epoch``, so a resumed run gets the schedule of the uninterrupted one. When the
+        config leaves ``total_steps`` out, the first ``train`` sets it to that count (``boost.config`` then holds it).
+        A given ``total_steps``, or the one set by an earlier ``train``, that differs from the run stays, with a
+        ``BoostConfigWarning`` that says when freezing can start. Either change rebuilds the train network before
+        anything of it was compiled or run, carrying over the state loaded into the previous one (a checkpoint, to
+        resume). The continuous schedule needs no step count.
 
         Raises:
-            ValueError: ``dataset_sink_mode=True`` on GPU/Ascend with a host-side feature on.
+            ValueError: ``dataset_sink_mode=True`` on GPU/Ascend with a host-side feature other than the cache on.
 
         Warns:
-            BoostConfigWarning: an interval or progressive schedule drawn for another number of updates than the
-                run has.
+            BoostConfigWarning: a schedule made for another number of updates than the run has; the cache left out
+                in sink mode.
         """
-        hooks = getattr(self.train_network, "host_hooks", ())
-        if dataset_sink_mode and hooks and device_target() in ("GPU", "Ascend"):
+        changes = {}
+        if dataset_sink_mode and device_target() in ("GPU", "Ascend"):
+            changes.update(self._sink_mode_changes())
+        if self._schedule_steps:
+            changes.update(self._fit_schedule_to_run(epoch, _steps_per_epoch(train_dataset, dataset_sink_mode,
+                                                                              sink_size)))
+        if changes:
+            self.boost.config = _with_grad_freeze(self.boost.config, **changes)
+            optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
+            previous = self.replace_train_network(optimizer)
+            _carry_own_state(previous, self.train_network)
+        return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
+
+    def _sink_mode_changes(self):
+        """The ``grad_freeze`` changes sink mode on GPU/Ascend needs: the frozen-prefix cache left out (with a
+        warning); raise for any other host-side feature."""
+        cell = self.train_network
+        hooks = [hook for hook in getattr(cell, "host_hooks", ()) if not isinstance(hook, FrozenPrefixHook)]
+        if hooks:
             names = ", ".join(type(hook).__name__ for hook in hooks)
             raise ValueError(f"For 'Model.train', 'dataset_sink_mode' must be False on {device_target()} with the "
                              f"host-side feature(s) {names} on (sink mode runs the train cell inside a data wrapper's "
                              "graph, where no host code runs between steps), but got True.")
-        if self._schedule_steps:
-            self._fit_schedule_to_run(epoch, _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size))
-        return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
+        if getattr(cell, "prefix_cache", None) is None:
+            return {}
+        warn_user(f"For 'Model.train', 'grad_freeze.cache_frozen_prefix' is left out in dataset sink mode on "
+                  f"{device_target()}: the cache runs on the host between steps, and sink mode runs the steps inside "
+                  "the device's loop. Freezing itself is decided in the graph and stays; set the key to false, or "
+                  "use dataset_sink_mode=False to keep the cache.")
+        return {"cache_frozen_prefix": False}
 
     def _fit_schedule_to_run(self, epoch, steps):
-        """Set a left-out ``grad_freeze.total_steps`` from the run (once), or warn when it differs (see ``train``).
-        A bad ``epoch`` or an empty dataset is left to MindSpore's own checks."""
+        """The ``grad_freeze`` change that sets a left-out ``total_steps`` from the run (once), or none, with a
+        warning when a given one differs (see ``train``). A bad ``epoch`` or an empty dataset is left to MindSpore's
+        own checks."""
         if not isinstance(epoch, int) or epoch < 1 or steps < 1:
-            return
+            return {}
         config = self.boost.config
         accumulation = config.accumulation_steps
         updates = run_updates(epoch, steps, accumulation)
         fit, self._fit_schedule = self._fit_schedule, False
-        if not fit:
-            run = f"{epoch} epochs of {steps} steps"
-            if accumulation > 1:
-                run += f", {accumulation} micro-steps per update"
-            warn_if_run_differs(config.section("grad_freeze"), self._optimizer.strategy, updates, run)
-        elif updates != config.section("grad_freeze")["total_steps"]:
-            self.boost.config = _with_total_steps(config, updates)
-            optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
-            previous = self.replace_train_network(optimizer)
-            _carry_own_state(previous, self.train_network)
+        if fit:
+            return {"total_steps": updates} if updates != config.section("grad_freeze")["total_steps"] else {}
+        run = f"{epoch} epochs of {steps} steps"
+        if accumulation > 1:
+            run += f", {accumulation} micro-steps per update"
+        warn_if_run_differs(config.section("grad_freeze"), self._optimizer.strategy, updates, run)
+        return {}
 
     def build_train(self, parts):
         """boost_cells' train cell after ``amp_level``'s cast (see ``ModelBuildHooks``); without an optimizer,

@@ -11,15 +11,16 @@ from mindspore import nn, ops
 
 from .distributed import parallel_info
 from .diagnostics.overflow_locator import FirstOverflowReporter
-from .host_hooks import HostHooks, OverflowReportHook, schedule_hooks
+from .host_hooks import HostHooks, OverflowReportHook
 from .scaling.group_loss_scale import GroupLossScaleManager
 from .scaling.loss_scale import HeldLossScale, LossScale
 from .scaling.overflow import make_overflow_detector
-from .steps import make_train_step, make_update_strategy
+from .steps import freezing_schedule, make_train_step, make_update_strategy
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .rules import check
+from .config import warn_user
 from .train_cells import check_cells, resolve_config
-from .transforms.freeze import freeze_optimizer, unfrozen
+from .freezing import freeze_optimizer, unfrozen
 
 __all__ = ["MultiOptimizerTrainOneStepCell"]
 
@@ -106,6 +107,10 @@ def _check_features(config, shared_overflow):
         raise ValueError(f"For '{_NAME}', the config switches on 'grad_freeze', which cannot apply with "
                          "shared_overflow=True: the shared decision needs every pair's gradients before any update, "
                          "and each frozen step is selected inside the graph as a whole. Use shared_overflow=False.")
+    if config.enabled("grad_freeze") and config.section("grad_freeze")["cache_frozen_prefix"]:
+        warn_user(f"For '{_NAME}', 'grad_freeze.cache_frozen_prefix' is left out: the cache takes one network's frozen "
+                  "steps on the host, but this cell's step runs every pair in one graph. Each pair freezes without "
+                  "the cache; set the key to false to silence this.")
 
 
 def _any(flags):
@@ -199,7 +204,7 @@ class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Ce
         for index, (network, optimizer, update, detector) in enumerate(zip(networks, optimizers, updates, detectors)):
             scale = scales[0 if self.shared_scale else index]
             steps.append(make_train_step(
-                network, optimizer, config, info, update,
+                network, optimizer, config, info, update, schedule=freezing_schedule(optimizer, info),
                 loss_scale=scale if self.pairs_move_scales else HeldLossScale(scale),
                 overflow_detector=detector if detector is not None else make_overflow_detector(info.distributed)))
         _name_state_apart(steps, {id(w) for network in networks for w in network.get_parameters()})
@@ -210,7 +215,7 @@ class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Ce
         report = overflow_report if overflow_report is not None else config.section("diagnostics")["overflow_report"]
         sources = [SimpleNamespace(network=network, scale_sense=scales[0 if self.shared_scale else index].scale_sense)
                    for index, network in enumerate(networks)]
-        self.host_hooks = sum((schedule_hooks(optimizer, info.distributed) for optimizer in optimizers), ()) + tuple(
+        self.host_hooks = tuple(
             OverflowReportHook(FirstOverflowReporter(path), source=source, pair=index)
             for index, (source, path) in enumerate(zip(sources, _pair_report_paths(report, self.count)))
             if path is not None)

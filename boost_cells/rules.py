@@ -143,8 +143,8 @@ RULES = MappingProxyType({
     # gradient freezing
     "freeze_type": _choice(0, 1, 2, 3, "auto", words="one of 0, 1, 2, 3, 'auto' (0 continuous, 1 interval, "
                                                        "2 progressive, 3 or 'auto' automatic)"),
-    "auto_interval": _int(1),
-    "auto_warmup": _int(0),
+    "auto_interval_share": _number("a number in (0, 1] (a share of the run's updates)", lambda v: 0 < v <= 1),
+    "auto_warmup_share": _number("a number in [0, 1) (a share of the run's updates)", lambda v: 0 <= v < 1),
     "auto_threshold": _number(_UNIT_OPEN, lambda v: 0 < v < 1),
     "cache_frozen_prefix": _bool(),
     "cache_max_mb": _int(1),

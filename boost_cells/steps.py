@@ -13,12 +13,12 @@ from mindspore import nn, ops
 
 from .config import BoostConfig
 from .distributed import make_grad_reducer, parallel_info
-from .transforms.freeze import FreezeOpt, FreezeSwitch, ScheduledStep, unfrozen
-from .transforms.prefix_cache import FrozenPrefixCache, Stages, staged_network
+from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
+from .freezing import unfrozen
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
 
-__all__ = ["ScaledStep", "Step", "caches_frozen_prefix", "freeze_cell", "make_prefix_cache", "make_train_step",
-           "make_update_strategy"]
+__all__ = ["ScaledStep", "Step", "caches_frozen_prefix", "freeze_cell", "freezing_schedule", "make_prefix_cache",
+           "make_train_step", "make_update_strategy"]
 
 
 def make_update_strategy(config, optimizer, info, network=None, shared=None):
@@ -48,8 +48,8 @@ class Step(nn.Cell):
         network (Cell): the network with loss. weights (ParameterTuple): the weights to differentiate (a suffix
             of the network's under gradient freezing; the backward pass stops at the first of them).
         update (Cell): the update strategy (``boost_cells.updates``). sens (float): the backward pass's start.
-        observer (Cell): sees the gradients of every update this step applies (``construct(grads) -> token``: the
-            automatic freezing schedule's statistics); default None.
+        observer (Cell): sees the gradients of every clean step (``construct(grads) -> token``: the automatic
+            freezing schedule's statistics); default None.
 
     Inputs: ``*inputs``, the network's. Outputs: the loss.
     """
@@ -126,13 +126,12 @@ def _group_steps(network, optimizer, config, info, update, make_step):
     return [built[id(opt)] for opt in optimizer.opts]
 
 
-def _step_maker(optimizer, sens, loss_scale, overflow_detector):
+def _step_maker(schedule, sens, loss_scale, overflow_detector):
     """``make_step(network, opt, strategy)``: a ``Step`` (``ScaledStep`` with a ``loss_scale`` part) over ``opt``'s
-    parameters, observed by the automatic freezing schedule of ``optimizer`` if it has one."""
-    auto = getattr(optimizer, "auto", None)
+    parameters, observed by the freezing ``schedule`` if it observes (None: no schedule)."""
 
     def make_step(network, opt, strategy):
-        observer = None if auto is None else auto.observer(opt.parameters)
+        observer = None if schedule is None else schedule.observer(opt.parameters)
         if loss_scale is None:
             return Step(network, opt.parameters, strategy, sens, observer)
         return ScaledStep(network, opt.parameters, strategy, loss_scale, overflow_detector, observer)
@@ -146,25 +145,36 @@ def caches_frozen_prefix(config, optimizer):
     return isinstance(optimizer, FreezeOpt) and config.section("grad_freeze")["cache_frozen_prefix"]
 
 
-def make_train_step(network, optimizer, config, info, update, *, sens=1.0, loss_scale=None,
-                    overflow_detector=None):
+def freezing_schedule(optimizer, info):
+    """The freezing schedule of a train step over ``optimizer`` (``make_schedule``; all-reduced statistics when
+    ``info`` is data-parallel), or None when it is not a ``FreezeOpt``."""
+    return make_schedule(optimizer, info.distributed) if isinstance(optimizer, FreezeOpt) else None
+
+
+def make_train_step(network, optimizer, config, info, update, *, schedule=None, cache_prefix=False, sens=1.0,
+                    loss_scale=None, overflow_detector=None):
     """The step of a train cell over ``optimizer``: a ``Step`` (``ScaledStep`` with a ``loss_scale`` part), or for a
-    ``FreezeOpt`` a ``FreezeSwitch`` over one such step per trained suffix. With the frozen-prefix cache every
-    step that trains from a group ``k >= 1`` is taken on the cache's host route (``make_prefix_cache``), so the
-    switch holds the full step only (one compiled branch) and keeps the schedule.
+    ``FreezeOpt`` a ``FreezeSwitch`` over one such step per trained suffix, driven by ``schedule``
+    (``freezing_schedule``). With ``cache_prefix`` every step that trains from a group ``k >= 1`` is taken on the
+    frozen-prefix cache's host route (``make_prefix_cache``), so the switch holds the full step only (one compiled
+    branch) and keeps the schedule.
 
     Args:
         network (Cell): the network with loss. optimizer (Cell): the optimizer, or a ``FreezeOpt``.
         config (BoostConfig): the suffix strategies' config. info (ParallelInfo): the parallel setting.
         update (Cell): the update strategy over the unfrozen optimizer (``make_update_strategy``).
+        schedule (Cell): the ``FreezeOpt``'s schedule (required with one). cache_prefix (bool): the frozen steps
+            run on the cache's route.
         sens (float): a plain step's backward start. loss_scale, overflow_detector (Cell): a loss-scaled step's.
     """
-    make_step = _step_maker(optimizer, sens, loss_scale, overflow_detector)
+    make_step = _step_maker(schedule, sens, loss_scale, overflow_detector)
     if not isinstance(optimizer, FreezeOpt):
         return make_step(network, optimizer, update)
-    if caches_frozen_prefix(config, optimizer):
-        return FreezeSwitch(optimizer, [make_step(network, unfrozen(optimizer), update)] * optimizer.groups_num)
-    return FreezeSwitch(optimizer, _group_steps(network, optimizer, config, info, update, make_step))
+    global_step = unfrozen(optimizer).global_step
+    if cache_prefix:
+        full = make_step(network, unfrozen(optimizer), update)
+        return FreezeSwitch(schedule, global_step, [full] * optimizer.groups_num)
+    return FreezeSwitch(schedule, global_step, _group_steps(network, optimizer, config, info, update, make_step))
 
 
 def _stage_starts(staged, optimizer):
@@ -186,13 +196,13 @@ def _stage_starts(staged, optimizer):
 
 def make_prefix_cache(network, optimizer, config, info, update, switch, *, sens=1.0, loss_scale=None,
                       overflow_detector=None):
-    """The frozen-prefix cache's segments and steps: ``(FrozenPrefixCache, {level: step})``, or None when the
-    schedule never freezes for good (the continuous and interval types).
+    """The frozen-prefix cache's segments and steps: ``(FrozenPrefixCache, {level: step})`` for a ``switch`` whose
+    schedule freezes groups for good (``schedule.frozen_levels``).
 
     Level ``k`` (the schedule's ``frozen_for_good()``) trains from group ``k`` on the cached outputs of the stages
     before it: its step is a ``Step``/``ScaledStep`` (as ``make_train_step``'s) over ``opts[k]`` and the suffix
     network (``nn.WithLossCell`` of the remaining stages and the loss), its strategy sharing ``update``'s state,
-    moving the switch's position as the switch's own steps do (``ScheduledStep``). Segment ``j`` of the cache is
+    advancing the switch's schedule as the switch's own steps do (``ScheduledStep``). Segment ``j`` of the cache is
     the stages of group ``j`` that group ``j + 1`` does not train.
 
     Raises:
@@ -203,18 +213,16 @@ def make_prefix_cache(network, optimizer, config, info, update, switch, *, sens=
         raise ValueError("'grad_freeze.cache_frozen_prefix' cannot be used with 'dim_reduce', whose line search "
                          "re-runs the whole network; switch one of them off.")
     staged = staged_network(network)
-    levels = range(1, optimizer.groups_num) if optimizer.auto is not None else sorted(set(switch.floors) - {0})
-    if not levels:
-        return None
+    schedule = switch.schedule
     starts = _stage_starts(staged, optimizer) + [len(staged.stages)]
     segments = [Stages(staged.stages[starts[j]:starts[j + 1]]) for j in range(optimizer.groups_num - 1)]
-    make_step = _step_maker(optimizer, sens, loss_scale, overflow_detector)
+    make_step = _step_maker(schedule, sens, loss_scale, overflow_detector)
     steps = {}
-    for level in levels:
+    for level in schedule.frozen_levels:
         suffix = staged.suffix_with_loss(starts[level])
         opt = optimizer.opts[level]
         step = make_step(suffix, opt, make_update_strategy(config, opt, info, suffix, shared=update))
-        steps[level] = step if optimizer.auto is not None else ScheduledStep(switch, step)
+        steps[level] = ScheduledStep(schedule, switch.global_step, step)
     cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
     return cache, steps
 

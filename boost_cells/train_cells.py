@@ -14,15 +14,15 @@ from mindspore import nn, ops
 from .config import BoostConfig, latest_config, warn_user
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
-from .host_hooks import FrozenPrefixHook, HostHooks, OverflowReportHook, schedule_hooks
+from .freezing import FreezeOpt, freeze_optimizer, unfrozen
+from .host_hooks import FrozenPrefixHook, HostHooks, OverflowReportHook
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
 from .shared_optimizer import prefix_own_state, share_prefix
-from .steps import caches_frozen_prefix, make_prefix_cache, make_train_step, make_update_strategy
+from .steps import caches_frozen_prefix, freezing_schedule, make_prefix_cache, make_train_step, make_update_strategy
 from .transforms import apply_less_bn
-from .transforms.freeze import FreezeOpt, freeze_optimizer, unfrozen
 from .updates import AdaSumUpdate, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
@@ -102,30 +102,40 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self._build_step()
 
     def _build_step(self, report=(), **scaling):
-        """The step ``construct`` runs (``train_step``) and the host hooks: the automatic schedule's decision, the
-        frozen-prefix cache's route (``prefix_cache``, None without the cache) and ``report``; ``scaling`` is a
+        """The step ``construct`` runs (``train_step``, with the freezing schedule when freezing) and the host hooks:
+        the frozen-prefix cache's route (``prefix_cache``, None without the cache) and ``report``; ``scaling`` is a
         loss-scaled step's ``loss_scale`` and ``overflow_detector``. Then the cell's own state is named."""
         parts = (self.network, self.optimizer, self.boost_config, self.parallel, self.update)
-        self.train_step = make_train_step(*parts, sens=self.sens, **scaling)
-        hooks = schedule_hooks(self.optimizer, self.parallel.distributed)
+        schedule = freezing_schedule(self.optimizer, self.parallel)
+        cached = self._caches_prefix(schedule)
+        self.train_step = make_train_step(*parts, schedule=schedule, cache_prefix=cached, sens=self.sens, **scaling)
+        hooks = ()
         self.prefix_cache = None
-        if caches_frozen_prefix(self.boost_config, self.optimizer):
-            if type(self).construct is not BoostTrainOneStepCell.construct:
-                raise ValueError(f"For '{type(self).__name__}', 'grad_freeze.cache_frozen_prefix' must be false for a "
-                                 "subclass with its own construct: the cache takes frozen steps on the host, around "
-                                 "construct, so the subclass's construct would not run on them.")
-            built = make_prefix_cache(*parts, self.train_step, sens=self.sens, **scaling)
-            if built is None:
-                warn_user("'grad_freeze.cache_frozen_prefix' is on, but the freezing schedule (freeze_type "
-                          f"{self.boost_config.section('grad_freeze')['freeze_type']!r}) never freezes a group for "
-                          "good (continuous and interval schedules train every group again), so nothing is cached. "
-                          "Use freeze_type 2 (progressive) or 'auto', or switch the cache off.")
-            else:
-                self.prefix_cache, steps = built
-                self.prefix_steps = nn.CellList(list(steps.values()), auto_prefix=False)
-                hooks += (FrozenPrefixHook(self.train_step, self.prefix_cache, steps),)
+        if cached:
+            self.prefix_cache, steps = make_prefix_cache(*parts, self.train_step, sens=self.sens, **scaling)
+            self.prefix_steps = nn.CellList(list(steps.values()), auto_prefix=False)
+            hooks = (FrozenPrefixHook(schedule, self.prefix_cache, steps),)
         self.host_hooks = hooks + tuple(report)
         self._name_own_state()
+
+    def _caches_prefix(self, schedule):
+        """Whether the cell caches its frozen prefix: the config asks for it (``caches_frozen_prefix``), the schedule
+        freezes groups for good, and the cell runs its own ``construct``. Where the config asks for it but it cannot
+        apply, the cell trains with freezing alone and warns, naming the key."""
+        if not caches_frozen_prefix(self.boost_config, self.optimizer):
+            return False
+        if type(self).construct is not BoostTrainOneStepCell.construct:
+            warn_user(f"For '{type(self).__name__}', 'grad_freeze.cache_frozen_prefix' is left out: the cache takes "
+                      "frozen steps on the host, around construct, so this subclass's own construct would not run on "
+                      "them. The cell freezes without the cache; set the key to false to silence this.")
+            return False
+        if not schedule.frozen_levels:
+            warn_user("'grad_freeze.cache_frozen_prefix' is on, but the freezing schedule (freeze_type "
+                      f"{self.boost_config.section('grad_freeze')['freeze_type']!r}) never freezes a group for good "
+                      "(continuous and interval schedules train every group again), so nothing is cached. Use "
+                      "freeze_type 2 (progressive) or 'auto', or switch the cache off.")
+            return False
+        return True
 
     def _init_boost(self, network, optimizer, sens, boost_config):
         """What both train cells set up before their step: ``nn.TrainOneStepCell``'s attributes, the flags and the

@@ -51,7 +51,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from boost_cells import AutoBoost, BoostConfig, BoostMonitor, GradientFreeze, Model, build_train_network
-from boost_cells.transforms.freeze import unfrozen
+from boost_cells.freezing import unfrozen
 
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2

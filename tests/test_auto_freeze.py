@@ -1,5 +1,6 @@
 """The automatic freeze-for-good schedule (``freeze_type`` 3, "auto"): against a NumPy rendering of training and of
-its rule, resumed runs deciding as uninterrupted ones, and the host hook's place."""
+its rule however the cell is called (both modes), decided in the graph with no host read, resumed runs deciding as
+uninterrupted ones."""
 import numpy as np
 import mindspore as ms
 import pytest
@@ -11,9 +12,11 @@ from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
 INTERVAL, WARMUP, THRESHOLD = 2, 2, 0.3
 
 
-def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD):
-    config = freeze_config(freeze_type=3)
-    config["grad_freeze"].update(auto_interval=interval, auto_warmup=warmup, auto_threshold=threshold)
+def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10):
+    """The automatic schedule deciding every ``interval`` updates from ``warmup`` on, as shares of ``total_steps``."""
+    config = freeze_config(freeze_type=3, total_steps=total_steps)
+    config["grad_freeze"].update(auto_interval_share=interval / total_steps, auto_warmup_share=warmup / total_steps,
+                                 auto_threshold=threshold)
     return config
 
 
@@ -47,21 +50,6 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
             last = np.where(counts > 0, mean, last)
             sums, counts = np.zeros(3), np.zeros(3)
     return trace, params
-
-
-def test_auto_schedule_matches_numpy(mode):
-    net, net_with_loss, opt = mlp_setup()
-    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
-    batches = [data(step) for step in range(18)]
-    expected_trace, expected = numpy_auto_run(net, batches)
-    trace = []
-    for inputs in batches:
-        trace.append(cell.train_step.current_index())
-        cell(*inputs)
-    assert trace == expected_trace
-    assert trace[0] == 0 and trace[-4:] == [2] * 4  # it froze both front groups for good, and never the head
-    for got, want in zip(net.trainable_params(), expected):
-        np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=2e-6)
 
 
 def test_resumed_run_freezes_at_the_same_step(graph_mode, tmp_path):
@@ -103,6 +91,72 @@ def test_auto_config_and_refusals():
         BoostConfig.from_dict({**auto_config(), "grad_freeze": {"freeze_type": 3, "auto_threshold": 1.5}})
     _, net_with_loss, opt = mlp_setup()
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
-    assert [type(hook).__name__ for hook in cell.host_hooks] == ["AutoFreezeHook"]
-    assert isinstance(cell.train_step.auto.frozen, ms.Parameter)
+    assert cell.host_hooks == ()
+    assert isinstance(cell.train_step.schedule.frozen, ms.Parameter)
     assert "grad_freeze.last_norms" in {p.name for p in cell.get_parameters()}
+
+
+class FreezeThroughMethod(BoostTrainOneStepCell):
+    """A model-zoo-port subclass (the YOLOv7 port's shape, reduced to its freezing branch): its own ``construct``
+    freezes through the documented ``gradient_freeze_process``."""
+
+    def construct(self, *inputs):
+        if self.freeze:
+            return self.gradient_freeze_process(*inputs)
+        return self.network(*inputs)
+
+
+class Outer(ms.nn.Cell):
+    """Stands in for dataset sink mode's ``_DataWrapper`` (GPU/Ascend only; on CPU ``Model.train`` falls back to
+    non-sink mode): a Cell holding the train cell as ``network`` and calling it from its ``construct``, so in
+    GRAPH_MODE the train cell's ``construct`` compiles into this graph and its Python ``__call__`` never runs."""
+
+    def __init__(self, network):
+        super().__init__(auto_prefix=False)
+        self.network = network
+
+    def construct(self, *inputs):
+        return self.network(*inputs)
+
+
+CALLS = {"direct": (BoostTrainOneStepCell, False), "nested": (BoostTrainOneStepCell, True),
+         "subclass": (FreezeThroughMethod, False), "subclass_nested": (FreezeThroughMethod, True)}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_the_schedule_decides_in_the_graph_however_the_cell_is_called(mode, call):
+    """Directly, nested in another Cell's graph (sink mode's stand-in), from a subclass's own construct through
+    ``gradient_freeze_process``, and that subclass nested: in both modes the automatic schedule freezes at the steps
+    the NumPy rendering does and trains the same weights. The decision is in the graph: the cell has no host hook."""
+    net, net_with_loss, opt = mlp_setup()
+    kind, nested = CALLS[call]
+    cell = kind(net_with_loss, opt, boost_config=auto_config())
+    assert cell.host_hooks == ()
+    step = Outer(cell) if nested else cell
+    batches = [data(step_index) for step_index in range(18)]
+    expected_trace, expected = numpy_auto_run(net, batches)
+    trace = []
+    for inputs in batches:
+        trace.append(cell.train_step.current_index())
+        step(*inputs)
+    assert trace == expected_trace and max(trace) == 2
+    for got, want in zip(net.trainable_params(), expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=2e-6)
+
+
+def test_a_graph_mode_step_reads_nothing_on_the_host(graph_mode, monkeypatch):
+    """No device read per step for the schedule: with the automatic schedule deciding (and freezing) during the
+    loop, a GRAPH_MODE step never fetches a Tensor to the host (``Tensor.asnumpy`` is made to fail)."""
+    _, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
+    batches = [data(step_index) for step_index in range(16)]
+    cell(*batches[0])  # the first call compiles
+
+    def refuse(tensor):
+        raise AssertionError(f"a host read of a {tensor.shape} Tensor during a step")
+
+    monkeypatch.setattr(ms.Tensor, "asnumpy", refuse)
+    for inputs in batches[1:]:
+        cell(*inputs)
+    monkeypatch.undo()
+    assert cell.train_step.frozen_for_good() == 2

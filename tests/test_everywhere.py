@@ -65,7 +65,7 @@ def test_freezing_nested_in_a_cell_equals_a_direct_call(mode, loss_scaled):
         after = state(direct)
         for j, name in enumerate(names):
             assert np.array_equal(before[name], after[name]) == (j < GROUP_STARTS[index]), (step, name)
-    assert int(direct.train_step.position.asnumpy()) == 5
+    assert int(direct.train_step.schedule.position.asnumpy()) == 5
 
 
 def test_host_hook_refuses_to_compile_nested(graph_mode, tmp_path):

@@ -1,4 +1,5 @@
-"""Model.train fits an interval or progressive freezing schedule to its run: a left-out grad_freeze.total_steps comes
+"""Model.train fits an interval, progressive or automatic freezing schedule to its run: a left-out
+grad_freeze.total_steps comes
 from the epochs and the dataset (counted from the run's start, so a resumed run gets the uninterrupted one's
 schedule), the train cell is rebuilt with it before anything ran and keeps what was loaded into it; a given
 total_steps that differs from the run is kept, with a warning that says when freezing starts.
@@ -13,8 +14,8 @@ from mindspore.train import Callback
 
 import boost_cells.model
 from boost_cells import BoostConfigWarning, Model
-from boost_cells.transforms.freeze import freeze_index_sequence
-from boost_cells.transforms.freeze_run import warn_if_run_differs
+from boost_cells.freezing import freeze_index_sequence
+from boost_cells.freezing.run import warn_if_run_differs
 
 STEPS, BATCH = 4, 8
 
@@ -84,7 +85,7 @@ def test_left_out_total_steps_comes_from_the_run(recwarn):
     model.train(2, dataset(), callbacks=[changes])
     assert total_steps(model) == 8
     assert model.train_network is not built
-    assert model.train_network.train_step.strategy == tuple(freeze_index_sequence(2, 2, 0.5, 8))
+    assert model.train_network.train_step.schedule.strategy == tuple(freeze_index_sequence(2, 2, 0.5, 8))
     assert changes.changed == [True] * 4 + [False] * 4
     assert boost_warnings(recwarn) == []
 
@@ -128,7 +129,7 @@ def test_a_resumed_run_gets_the_schedule_and_the_state_of_the_uninterrupted_one(
 @pytest.mark.parametrize("grad_freeze, fragments", [
     ({"freeze_type": 2, "freeze_p": 0.5, "total_steps": 100},
      ["= 100 updates, but the run has 8 (2 epochs of 4 steps)", "for its first 50 updates, so freezing never starts",
-      "Drawn for 8 updates, it would start freezing at update 5", "set it to 8", "freeze_type 'auto'"]),
+      "Drawn for 8 updates, it would start freezing at update 5", "set it to 8"]),
     ({"freeze_type": 2, "freeze_p": 0.5, "total_steps": 4},
      ["starts freezing at update 3 and reaches its deepest stage (training from group 1 on) at update 3",
       "the run's last 6 updates all train that stage", "would start freezing at update 5"]),
@@ -140,6 +141,12 @@ def test_a_resumed_run_gets_the_schedule_and_the_state_of_the_uninterrupted_one(
       "int(4 * 1.01) = 4 updates is shorter than the run: after update 4", "same pattern of frozen steps 2.0 times"]),
     ({"freeze_type": 1, "freeze_p": 0.5, "total_steps": 100},
      ["Freezing starts at update 2 all the same", "uses only the first 8 of its int(100 * 1.01) = 101 entries"]),
+    ({"freeze_type": "auto", "total_steps": 100},
+     ["= 100 updates, but the run has 8", "decides every 5 updates and freezes nothing before update 26, so freezing "
+      "never starts in this run", "Made for 8 updates, it would decide every 1 updates from update 3"]),
+    ({"freeze_type": "auto", "total_steps": 4, "auto_interval_share": 0.5, "auto_warmup_share": 0.5},
+     ["decides every 2 updates and freezes nothing before update 3, 25% into this run rather than 50%",
+      "Made for 8 updates, it would decide every 4 updates from update 5"]),
 ])
 def test_a_given_total_steps_that_differs_from_the_run_warns_when_freezing_starts(grad_freeze, fragments):
     """The schedule stays as given (no rebuild); one BoostConfigWarning at the user's line names the numbers."""
@@ -169,7 +176,7 @@ def test_a_matching_or_unneeded_step_count_is_silent_and_a_later_train_keeps_the
     model.train(1, dataset())
     fitted = model.train_network
     assert total_steps(model) == 4
-    with pytest.warns(BoostConfigWarning, match="drawn for 'grad_freeze.total_steps' = 4 updates, but the run has 8"):
+    with pytest.warns(BoostConfigWarning, match="made for 'grad_freeze.total_steps' = 4 updates, but the run has 8"):
         model.train(2, dataset(), initial_epoch=1)
     assert model.train_network is fitted and total_steps(model) == 4
 

@@ -132,7 +132,7 @@ def test_grouped_optimizer_through_less_bn_at_o1(graph_mode):
     data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8)
     before = {p.name: p.asnumpy().copy() for p in net.trainable_params()}
     model.train(1, data, dataset_sink_mode=False)
-    assert int(base.global_step.asnumpy()[0]) == 4 and int(cell.train_step.position.asnumpy()) == 4
+    assert int(base.global_step.asnumpy()[0]) == 4 and int(cell.train_step.schedule.position.asnumpy()) == 4
     assert cell.optimizer.strategy[:4] == (0, 1, 0, 1)  # full and frozen steps alternate
     assert all(not np.array_equal(before[p.name], p.asnumpy()) for p in net.trainable_params())
     assert 0.0 <= model.eval(data, dataset_sink_mode=False)["acc"] <= 1.0

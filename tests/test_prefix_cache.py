@@ -1,7 +1,9 @@
 """The frozen-prefix cache (``grad_freeze.cache_frozen_prefix``): training on cached outputs equals freezing
 without the cache, and a cached output is never stale (shuffled order, augmentation, a checkpoint load, a changed
 prefix, a growing prefix). Stages keep parameter names."""
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import mindspore as ms
@@ -9,9 +11,13 @@ import pytest
 from mindspore import Tensor, nn
 
 import boost_cells.model
-from boost_cells import BoostConfig, BoostTrainOneStepCell, Model, build_train_network
-from boost_cells.transforms import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
+from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model, build_train_network
+from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
 from tests.helpers import weights_of
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+from train import resnet  # noqa: E402  pylint: disable=wrong-import-position
 
 LOSS = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 
@@ -84,7 +90,7 @@ def test_cached_training_equals_freezing_without_cache(mode, scaled):
             config["loss_scale"] = {"type": "dynamic", "init": 1024.0, "window": 3}
         cell = build_train_network(nn.WithLossCell(net, LOSS), stage_groups_optimizer(net), config)
         train(cell, x, y, 12)
-        results.append((weights_of(net), int(cell.train_step.position.asnumpy()), cell.prefix_cache))
+        results.append((weights_of(net), int(cell.train_step.schedule.position.asnumpy()), cell.prefix_cache))
         if scaled:
             results[-1] += (float(cell.scale_sense.asnumpy()),)
     (cached, position, cache, *scale), (plain, plain_position, no_cache, *plain_scale) = results
@@ -203,7 +209,9 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
     epoch 2, hit in epoch 3) and the stem stays put."""
     x, y = data(32)
     net = staged_net()
-    config = cache_config(freeze_type="auto", param_groups=2, auto_interval=2, auto_warmup=2, auto_threshold=0.99)
+    config = cache_config(freeze_type="auto", param_groups=2, auto_interval_share=1 / 6, auto_warmup_share=1 / 6,
+                          auto_threshold=0.99)
+    del config["grad_freeze"]["total_steps"]  # Model.train sets it: 3 epochs of 4 steps, deciding every 2 updates
     model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.01, 0.9), boost_level="O0",
                   boost_config_dict=config)
     dataset = ms.dataset.NumpySlicesDataset({"image": x, "label": y}, shuffle=True).batch(8)
@@ -222,15 +230,49 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
         np.testing.assert_array_equal(seen[2][3][name], value, err_msg=name)
 
 
-def test_model_refuses_sink_mode_with_the_cache(monkeypatch):
-    """The cache is a host route: ``Model.train(..., dataset_sink_mode=True)`` raises on GPU and Ascend, where sink
-    mode runs the train cell nested. Stand-in: no GPU here, so the device target the check reads is patched to
-    "GPU"; the check comes before the dataset is touched."""
-    net = staged_net()
-    model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.1, 0.9), boost_config_dict=cache_config())
+class SinkWrapperStandIn(nn.Cell):
+    """Stands in for dataset sink mode's ``_DataWrapper`` (GPU/Ascend only): it calls the train network from its own
+    ``construct``, so in GRAPH_MODE no host code runs around the train cell's steps."""
+
+    def __init__(self, network):
+        super().__init__(auto_prefix=False)
+        self.network = network
+
+    def construct(self, *inputs):
+        return self.network(*inputs)
+
+
+def test_sink_mode_trains_the_shipped_o1_config_without_the_cache(graph_mode, monkeypatch):
+    """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with the shipped configs/O1.json: the cache,
+    which needs the host between steps, is left out with one warning naming the key, and the rebuilt train network
+    freezes in the graph. Stand-ins: no GPU here, so the device target boost_cells reads is patched to "GPU"
+    (MindSpore itself, seeing CPU, then trains in non-sink mode); the rebuilt cell, which holds a step per group
+    in its switch, is then run nested in a ``_DataWrapper``-shaped cell, as sink mode runs it: it compiles there and
+    its schedule advances in the graph (that a nested schedule freezes exactly as a direct one is
+    tests/test_auto_freeze.py's)."""
+    ms.set_seed(0)
+    net = resnet(width=4, blocks=1)
+    x = np.random.RandomState(0).rand(64, 1, 8, 8).astype(np.float32)
+    y = (x.mean(axis=(1, 2, 3)) * 20).astype(np.int32) % 10
+    model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_level="O1",
+                  boost_config_dict=str(ROOT / "configs" / "O1.json"))
+    assert model.train_network.prefix_cache is not None
     monkeypatch.setattr(boost_cells.model, "device_target", lambda: "GPU")
-    with pytest.raises(ValueError, match="dataset_sink_mode.*FrozenPrefixHook"):
-        model.train(1, None, dataset_sink_mode=True)
+    dataset = ms.dataset.NumpySlicesDataset({"image": x, "label": y}, shuffle=False).batch(16)
+    with pytest.warns(BoostConfigWarning, match="'grad_freeze.cache_frozen_prefix' is left out in dataset sink mode "
+                                                "on GPU"):
+        model.train(1, dataset, dataset_sink_mode=True)
+    cell = model.train_network
+    assert cell.prefix_cache is None and cell.host_hooks == ()
+    assert not model.boost.config.section("grad_freeze")["cache_frozen_prefix"]
+    assert len(cell.train_step.steps) == model.boost.config.section("grad_freeze")["param_groups"]
+    sink = SinkWrapperStandIn(cell)
+    schedule = cell.train_step.schedule
+    for step in range(3):
+        before = int(schedule.updates.asnumpy())
+        sink(Tensor(x[:16]), Tensor(y[:16]))
+        assert int(schedule.updates.asnumpy()) == before + 1  # the schedule advanced inside the outer graph
+    assert schedule.last_norms.asnumpy()[0] > 0 or schedule.norms.asnumpy()[0] > 0
 
 
 class EmaCell(BoostTrainOneStepCell):
@@ -253,9 +295,10 @@ def test_errors_name_what_is_needed():
         build_train_network(nn.WithLossCell(unstaged, LOSS), nn.Momentum(unstaged.trainable_params(), 0.1, 0.9),
                             cache_config())
     net = staged_net()
-    with pytest.raises(ValueError, match="subclass with its own construct"):
-        EmaCell(nn.WithLossCell(net, LOSS), nn.Momentum(net.trainable_params(), 0.1, 0.9),
-                boost_config=cache_config())
+    with pytest.warns(BoostConfigWarning, match="For 'EmaCell', 'grad_freeze.cache_frozen_prefix' is left out"):
+        cell = EmaCell(nn.WithLossCell(net, LOSS), nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                       boost_config=cache_config())
+    assert cell.prefix_cache is None and len(cell.train_step.steps) == 3  # every suffix's step, in the graph
     with pytest.warns(UserWarning, match="never freezes a group for good"):
         build_train_network(nn.WithLossCell(net, LOSS), nn.Momentum(net.trainable_params(), 0.1, 0.9),
                             cache_config(freeze_type=1))

@@ -63,7 +63,10 @@ SAME_RULE = [
     ("grad_freeze.total_steps", "total_steps", lambda v: GradientFreeze(3, 0, 0.5, v), 0),
     ("grad_freeze.seed", "seed", lambda v: GradientFreeze(3, 0, 0.5, 10, seed=v), -1),
     ("grad_freeze.auto_threshold", "auto_threshold", lambda v: GradientFreeze(3, 3, 0.5, 10, auto_threshold=v), 1.0),
-    ("grad_freeze.auto_interval", "auto_interval", lambda v: GradientFreeze(3, 3, 0.5, 10, auto_interval=v), 0),
+    ("grad_freeze.auto_interval_share", "auto_interval_share",
+     lambda v: GradientFreeze(3, 3, 0.5, 10, auto_interval_share=v), 0),
+    ("grad_freeze.auto_warmup_share", "auto_warmup_share",
+     lambda v: GradientFreeze(3, 3, 0.5, 10, auto_warmup_share=v), 1.0),
     # AdaSumUpdate's device_number is checked by the same rule, but only data-parallel (tests/test_distributed.py).
 ]
 

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from boost_cells import (  # noqa: E402
     BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate)
-from boost_cells.transforms import GradientFreeze  # noqa: E402
+from boost_cells.freezing import GradientFreeze  # noqa: E402
 from tests.distributed.worker import shard  # noqa: E402
 from tests.helpers import TanhMLP, freeze_config, init_data_parallel  # noqa: E402
 
@@ -77,7 +77,7 @@ def scenario_freeze_auto(rank, size):
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto")
-    config["grad_freeze"].update(auto_interval=2, auto_warmup=2, auto_threshold=0.9)
+    config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.2, auto_threshold=0.9)  # of 10
     return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config), rank, size,
                steps=8)
 

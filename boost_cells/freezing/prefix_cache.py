@@ -9,8 +9,10 @@ serves a batch's prefix outputs and is never stale:
 
 - a cached output is used only for the same input: entries are keyed by a fingerprint (BLAKE2b) of each sample's
   bytes, so shuffled batches hit, and augmented (changed) samples miss and are computed;
-- the prefix's Parameters (weights and BatchNorm statistics) are fingerprinted on every lookup: after a checkpoint
-  load, a training-mode forward pass or any other change, the cache is dropped (with a warning) and refilled;
+- the prefix's Parameters (weights and BatchNorm statistics) are compared on every lookup, on the device, with the
+  copy taken when their outputs were first cached (``PrefixSnapshot``: one compiled graph and one read of a flag
+  per segment, whatever the prefix's size): after a checkpoint load, a training-mode forward pass or any other
+  write, the cache is dropped (with a warning) and refilled;
 - when more stages freeze, cached entries are extended through the newly frozen stages only.
 
 The prefix runs in inference mode: its BatchNorms normalise with their moving statistics, which no longer change.
@@ -22,11 +24,12 @@ import time
 import warnings
 
 import numpy as np
-from mindspore import Tensor, nn
+from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
+from mindspore.common import dtype as mstype
 
 from ..rules import is_int
 
-__all__ = ["FrozenPrefixCache", "StagedNetwork", "Stages", "split_stages", "staged_network"]
+__all__ = ["FrozenPrefixCache", "PrefixSnapshot", "StagedNetwork", "Stages", "split_stages", "staged_network"]
 
 
 class Stages(nn.Cell):
@@ -121,13 +124,45 @@ def staged_network(network, who="grad_freeze.cache_frozen_prefix"):
                     "stages, or set 'cache_frozen_prefix' to false: freezing works without the cache.")
 
 
-def _fingerprint(params):
-    """BLAKE2b digest of the current values of ``params`` (a list of Parameters), read from the device. (One small
-    graph over all of them would be one read, but its compile grows with the Parameter count: 3 s for 90 here.)"""
-    digest = hashlib.blake2b(digest_size=16)
-    for parameter in params:
-        digest.update(parameter.asnumpy())
-    return digest.digest()
+class PrefixSnapshot(nn.Cell):
+    """A copy of each segment's Parameters (weights and BatchNorm statistics), and whether each segment still equals
+    its copy: the cache's validity check, on the device.
+
+    One graph compares every segment (exact equality, element by element; NaN never equals itself, so a NaN counts
+    as a change), so the host's cost per check is one launch and one read of ``len(segments)`` flags whatever the
+    prefix's size. The copies are held outside the train cell's Cell tree (by the cache), so checkpoints do not
+    hold them; they cost the device the memory of the segments' Parameters.
+
+    Args:
+        segments (list of Cell): the segments to watch.
+
+    Inputs: none. Outputs: bool Tensor of shape (len(segments),): segment ``j`` equals its copy.
+    """
+
+    def __init__(self, segments):
+        super().__init__(auto_prefix=False)
+        params = [list(segment.get_parameters()) for segment in segments]
+        self.params = ParameterTuple(p for segment in params for p in segment)
+        self.copies = ParameterTuple(Parameter(Tensor(np.zeros(p.shape), p.dtype),
+                                               name=f"prefix_snapshot.{j}.{p.name}", requires_grad=False)
+                                     for j, segment in enumerate(params) for p in segment)
+        bounds = np.cumsum([0] + [len(segment) for segment in params])
+        self.ranges = tuple((int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]))
+
+    def take(self, segment):
+        """Copy segment ``segment``'s current Parameters (written into the copies' memory by ``ops.assign``)."""
+        start, stop = self.ranges[segment]
+        for index in range(start, stop):
+            ops.assign(self.copies[index], self.params[index])
+
+    def construct(self):
+        flags = ()
+        for start, stop in self.ranges:
+            same = ops.ones((), mstype.bool_)
+            for index in range(start, stop):
+                same = ops.logical_and(same, ops.all(ops.equal(self.params[index], self.copies[index])))
+            flags += (same,)
+        return ops.stack(flags)
 
 
 class FrozenPrefixCache:
@@ -147,31 +182,31 @@ class FrozenPrefixCache:
 
     def __init__(self, segments, max_bytes):
         self.segments = list(segments)
-        self.prefix_params = [[p for segment in self.segments[:level] for p in segment.get_parameters()]
-                              for level in range(1, len(self.segments) + 1)]
+        self.snapshot = PrefixSnapshot(self.segments)
         self.max_bytes = int(max_bytes)
         self.entries = {}  # sample fingerprint -> (level, output row)
         self.bytes = 0
-        self.fingerprints = {}  # level -> fingerprint of its prefix, taken when the level was first used
-        self.level = 0  # the level of the last call
+        self.watched = 0  # the leading segments whose copy was taken (and which their entries' outputs came from)
         self.seconds, self.hits, self.misses = 0.0, 0, 0
         self.full_warned = False
         self.rows = 0  # rows per segment call: the largest batch seen (calls are padded to it, one graph each)
 
     def _check_prefix(self, level):
-        """Drop everything if the level-``level`` prefix changed since it was first used (one fingerprint per
-        call; every level up to ``level`` when the level changed, since older entries are extended from them)."""
-        checked = (level,) if level == self.level else range(1, level + 1)
-        current = {lv: _fingerprint(self.prefix_params[lv - 1]) for lv in checked}
-        if any(self.fingerprints.get(lv, digest) != digest for lv, digest in current.items()):
+        """Drop everything if a segment of the level-``level`` prefix changed since its copy was taken (one
+        comparison graph per call), then take the copies of the segments that joined the prefix."""
+        if level == 0:
+            return
+        same = self.snapshot().asnumpy()
+        if not same[:min(level, self.watched)].all():
             warnings.warn("The frozen prefix changed: its weights or BatchNorm statistics differ from when its outputs "
                           "were cached (a checkpoint load, a training-mode forward pass or a write); its cached "
                           "outputs are dropped and recomputed.", RuntimeWarning, stacklevel=4)
             self.entries.clear()
             self.bytes = 0
-            self.fingerprints = {lv: _fingerprint(self.prefix_params[lv - 1]) for lv in range(1, level + 1)}
-        self.fingerprints.update(current)
-        self.level = level
+            self.watched = 0
+        for segment in range(self.watched, level):
+            self.snapshot.take(segment)
+        self.watched = max(self.watched, level)
 
     def _run(self, segment, rows):
         """``segment`` in inference mode on ``rows`` (numpy, (n, ...)), padded with zero rows to ``self.rows``."""

@@ -1,24 +1,29 @@
-"""A freezing schedule against the run it trains in: how many updates the run has, and what a schedule drawn for
+"""A freezing schedule against the run it trains in: how many updates the run has, and what a schedule made for
 another number of updates does in it.
 
 The interval (1) and progressive (2) schedules are sequences drawn in advance for ``total_steps`` updates
 (``freeze_index_sequence``: ``int(total_steps * 1.01)`` entries) and indexed by the updates applied since the
-run's start (``grad_freeze.position``). Only the run knows how many updates it has: ``Model.train`` counts them
-(``run_updates``), sets ``total_steps`` from them when the config leaves it out, and otherwise warns
-(``warn_if_run_differs``) when the two differ, saying when freezing starts. The continuous schedule (0) repeats a
-fixed cycle and the automatic one (3, "auto") decides while training: neither needs a step count.
+run's start (``grad_freeze.position``); the automatic one (3, "auto") decides every ``auto_interval_share`` of
+``total_steps`` updates and not before ``auto_warmup_share`` of them. Only the run knows how many updates it has:
+``Model.train`` counts them (``run_updates``), sets ``total_steps`` from them when the config leaves it out, and
+otherwise warns (``warn_if_run_differs``) when the two differ, saying when freezing can start. The continuous
+schedule (0) repeats a fixed cycle and needs no step count.
 """
 from ..config import warn_user
-from .freeze import INTERVAL, PROGRESSIVE, freeze_index_sequence
+from .groups import auto_criterion
+from .sequences import INTERVAL, PROGRESSIVE, freeze_index_sequence, is_automatic
 
 __all__ = ["counts_steps", "run_updates", "warn_if_run_differs"]
 
 
 def counts_steps(section):
-    """Whether the ``grad_freeze`` config section's schedule depends on ``total_steps``: an interval or progressive
-    schedule that freezes at all (more than one group, ``freeze_p`` below 1)."""
-    return section["freeze_type"] in (INTERVAL, PROGRESSIVE) and section["param_groups"] > 1 \
-        and section["freeze_p"] < 1
+    """Whether the ``grad_freeze`` config section's schedule depends on ``total_steps``: the automatic schedule with
+    more than one group, or an interval or progressive schedule that freezes at all (more than one group,
+    ``freeze_p`` below 1)."""
+    if section["param_groups"] < 2:
+        return False
+    return is_automatic(section["freeze_type"]) or (section["freeze_type"] in (INTERVAL, PROGRESSIVE)
+                                                    and section["freeze_p"] < 1)
 
 
 def run_updates(epochs, steps_per_epoch, accumulation_steps):
@@ -69,6 +74,22 @@ def _interval(strategy, section, updates):
     return what + f"the run uses only the first {updates} of its {drawn} entries."
 
 
+def _automatic(section, updates):
+    """What the automatic schedule made for ``section["total_steps"]`` updates does in a run of ``updates``."""
+    criterion = auto_criterion(section["total_steps"], section["auto_interval_share"],
+                               section["auto_warmup_share"], section["auto_threshold"])
+    fitted = auto_criterion(updates, section["auto_interval_share"], section["auto_warmup_share"],
+                            section["auto_threshold"])
+    what = (f"The automatic schedule decides every {criterion.interval} updates and freezes nothing before update "
+            f"{criterion.warmup + 1}")
+    if criterion.warmup >= updates:
+        what += ", so freezing never starts in this run."
+    else:
+        what += f", {criterion.warmup / updates:.0%} into this run rather than {section['auto_warmup_share']:.0%}."
+    return what + (f" Made for {updates} updates, it would decide every {fitted.interval} updates from update "
+                   f"{fitted.warmup + 1}.")
+
+
 def warn_if_run_differs(section, strategy, updates, run):
     """Warn (``warn_user``) when the ``grad_freeze`` section's schedule ``strategy`` (the train cell's, drawn for
     ``total_steps`` updates) was drawn for another number of updates than the run's ``updates``, saying when
@@ -77,8 +98,12 @@ def warn_if_run_differs(section, strategy, updates, run):
     total = section["total_steps"]
     if not counts_steps(section) or total == updates:
         return
-    describe = _progressive if section["freeze_type"] == PROGRESSIVE else _interval
-    warn_user(f"For 'Model.train', the freezing schedule was drawn for 'grad_freeze.total_steps' = {total} updates, "
-              f"but the run has {updates} ({run}). {describe(tuple(strategy), section, updates)} Model.train "
-              f"sets a left-out 'grad_freeze.total_steps' from its first run; or set it to {updates}, or use "
-              "freeze_type 'auto', which needs no step count.")
+    if is_automatic(section["freeze_type"]):
+        what = _automatic(section, updates)
+    elif section["freeze_type"] == PROGRESSIVE:
+        what = _progressive(tuple(strategy), section, updates)
+    else:
+        what = _interval(tuple(strategy), section, updates)
+    warn_user(f"For 'Model.train', the freezing schedule was made for 'grad_freeze.total_steps' = {total} updates, "
+              f"but the run has {updates} ({run}). {what} Model.train sets a left-out 'grad_freeze.total_steps' "
+              f"from its first run; or set it to {updates}.")

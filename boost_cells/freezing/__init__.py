@@ -1,0 +1,20 @@
+"""Gradient freezing: which weights each step trains, decided inside the compiled step.
+
+The trainable parameters are cut front to back into nested suffixes, the train groups (``groups``:
+``GradientFreeze``); each suffix has an optimizer sharing the user's optimizer state (``suffix_optimizers``:
+``FreezeOpt``; ``shared_state``). A schedule (``schedules``: a sequence drawn in advance, or the automatic schedule
+that freezes converged front groups for good) says from which group each step trains; ``switch`` takes that step
+in the graph and advances the schedule by the updates it applied. Once groups are frozen for good, the frozen
+prefix's outputs can be cached (``prefix_cache``), so its forward pass is skipped too. ``run`` fits a schedule to
+the run it trains in (``Model.train``); ``sequences`` holds the freezing types and the sequences drawn in advance.
+"""
+from .groups import GradientFreeze, auto_criterion, freeze_optimizer, split_layers
+from .prefix_cache import FrozenPrefixCache, PrefixSnapshot, Stages, split_stages, staged_network
+from .schedules import AutoCriterion, AutoSchedule, SequenceSchedule, make_schedule
+from .sequences import freeze_index_sequence
+from .suffix_optimizers import FreezeOpt, unfrozen
+from .switch import FreezeSwitch, ScheduledStep
+
+__all__ = ["AutoCriterion", "AutoSchedule", "FreezeOpt", "FreezeSwitch", "FrozenPrefixCache", "GradientFreeze",
+           "PrefixSnapshot", "ScheduledStep", "SequenceSchedule", "Stages", "auto_criterion", "freeze_index_sequence",
+           "freeze_optimizer", "make_schedule", "split_layers", "split_stages", "staged_network", "unfrozen"]

@@ -1,0 +1,128 @@
+"""The groups of gradient freezing and the ``FreezeOpt`` a config asks for.
+
+``GradientFreeze`` (drop-in for ``mindspore.boost.GradientFreeze``) cuts a network's trainable parameters front to
+back into layers, then into nested suffixes (the train groups), and builds the ``FreezeOpt`` over them with the
+config's schedule: a sequence drawn in advance, or the automatic schedule's criterion, whose interval and warm-up
+are shares of the run (``total_steps`` updates) so that it decides at the same point of training whatever the
+dataset's size and the number of workers.
+"""
+import math
+
+from mindspore.nn.optim import Optimizer
+
+from ..rules import check
+from .prefix_cache import staged_network
+from .schedules import AutoCriterion
+from .sequences import PROGRESSIVE, check_freeze_args, freeze_index_sequence, is_automatic
+from .suffix_optimizers import FreezeOpt
+
+__all__ = ["GradientFreeze", "auto_criterion", "freeze_optimizer", "split_layers"]
+
+
+def split_layers(parameters):
+    """The reference's layers: consecutive parameters, a new layer starting at a parameter whose name has neither
+    'bn' nor 'bias' once the current layer holds 3 or more, so a conv's BatchNorm and bias stay with it."""
+    layers, current = [], []
+    for parameter in parameters:
+        if "bn" in parameter.name or "bias" in parameter.name or len(current) < 3:
+            current.append(parameter)
+        else:
+            layers.append(current)
+            current = [parameter]
+    if current:
+        layers.append(current)
+    return layers
+
+
+def auto_criterion(total_steps, interval_share, warmup_share, threshold):
+    """The automatic schedule's ``AutoCriterion`` for a run of ``total_steps`` updates: a decision every
+    ``max(1, round(interval_share * total_steps))`` updates, none that freezes before ``ceil(warmup_share *
+    total_steps)`` updates."""
+    return AutoCriterion(interval=max(1, round(interval_share * total_steps)),
+                         warmup=math.ceil(round(warmup_share * total_steps, 9)), threshold=float(threshold))
+
+
+class GradientFreeze:
+    """Builds the ``FreezeOpt`` of a network: groups and schedule. Drop-in for ``mindspore.boost.GradientFreeze``.
+
+    Args:
+        param_groups (int): number of train groups, >= 1. freeze_type (int): 0 continuous, 1 interval, 2
+            progressive (see ``freeze_index_sequence``), 3 or "auto": front groups freeze for good once converged
+            (``boost_cells.freezing.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of steps
+            that train every group. total_steps (int): the run's optimizer updates, >= 1 (``Model.train`` sets it
+            from its run). seed (int): the interval schedule's seed.
+        auto_interval_share (float): in (0, 1], the automatic schedule's interval between two decisions as a share
+            of ``total_steps`` (at least 1 update). auto_warmup_share (float): in [0, 1), the share of
+            ``total_steps`` trained whole before anything may freeze (rounded up to whole updates).
+            auto_threshold (float): in (0, 1), the relative change of a segment's mean gradient norm between two
+            intervals below which it counts as converged.
+        cache_frozen_prefix (bool): cut the groups at the network's stage boundaries (``staged_network``), so that a
+            train cell can cache the outputs of the groups frozen for good. cache_max_mb (int): that cache's memory,
+            in MB (read by the train cell).
+
+    Raises:
+        ValueError: a bad ``freeze_type``, ``freeze_p``, ``param_groups``, ``total_steps`` or ``seed``.
+    """
+
+    def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
+                 auto_warmup_share=0.25, auto_threshold=0.3, cache_frozen_prefix=False, cache_max_mb=2048):
+        check_freeze_args("GradientFreeze", freeze_type, freeze_p)
+        self.cache_frozen_prefix = bool(check("GradientFreeze", "cache_frozen_prefix", cache_frozen_prefix))
+        check("GradientFreeze", "cache_max_mb", cache_max_mb)
+        self._param_groups = int(check("GradientFreeze", "param_groups", param_groups))
+        self._total_steps = int(check("GradientFreeze", "total_steps", total_steps))
+        self.criterion = auto_criterion(self._total_steps, check("GradientFreeze", "auto_interval_share",
+                                                                 auto_interval_share),
+                                        check("GradientFreeze", "auto_warmup_share", auto_warmup_share),
+                                        check("GradientFreeze", "auto_threshold", auto_threshold))
+        self._seed = int(check("GradientFreeze", "seed", seed))
+        self._freeze_type = freeze_type
+        self._freeze_p = freeze_p
+
+    def split_parameters_groups(self, net, freeze_para_groups_number):
+        """``freeze_para_groups_number`` nested suffixes of ``net``'s trainable parameters: with ``L`` layers
+        (``split_layers``) and ``s = L // groups``, group ``i`` holds layers ``i * s`` to the end. With
+        ``cache_frozen_prefix`` a layer is a stage of the network (``staged_network``) that has trainable
+        parameters, so every group starts at a stage boundary and a frozen prefix is whole stages.
+
+        Raises:
+            ValueError: more groups than layers. TypeError: ``cache_frozen_prefix`` and a network without stages.
+        """
+        groups = int(check("GradientFreeze", "freeze_para_groups_number", freeze_para_groups_number))
+        if self.cache_frozen_prefix:
+            layers = [layer for layer in (stage.trainable_params() for stage in staged_network(net).stages) if layer]
+            what = "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)"
+        else:
+            layers = split_layers(net.trainable_params())
+            what = "layer(s) (a layer is a weight with its bias and BatchNorm)"
+        if groups > len(layers):
+            raise ValueError(f"For 'GradientFreeze', 'param_groups' must be at most the network's {len(layers)} "
+                             f"{what}, but got {groups}.")
+        stride = len(layers) // groups
+        return [sum(layers[i * stride:], []) for i in range(groups)]
+
+    def generate_freeze_index_sequence(self, parameter_groups_number, freeze_strategy, freeze_p, total_steps):
+        """The first trained group of each step (``freeze_index_sequence`` with this object's seed)."""
+        return freeze_index_sequence(parameter_groups_number, freeze_strategy, freeze_p, total_steps, self._seed)
+
+    def freeze_generate(self, network, optimizer):
+        """``(network, FreezeOpt)``: the network unchanged and a ``FreezeOpt`` over its groups and schedule."""
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"For 'GradientFreeze', 'optimizer' must be an Optimizer, but got "
+                            f"{type(optimizer).__name__}.")
+        trained = {id(p) for p in optimizer.parameters}
+        groups = [[p for p in group if id(p) in trained]
+                  for group in self.split_parameters_groups(network, self._param_groups)]
+        if is_automatic(self._freeze_type):
+            return network, FreezeOpt(optimizer, groups, criterion=self.criterion)
+        strategy = self.generate_freeze_index_sequence(self._param_groups, self._freeze_type, self._freeze_p,
+                                                       self._total_steps)
+        return network, FreezeOpt(optimizer, groups, strategy, cyclic=self._freeze_type != PROGRESSIVE)
+
+
+def freeze_optimizer(config, network, optimizer):
+    """The optimizer a train cell trains with: a ``FreezeOpt`` when the config's ``grad_freeze`` is on (unless
+    ``optimizer`` already is one), else ``optimizer``."""
+    if isinstance(optimizer, FreezeOpt) or not config.enabled("grad_freeze"):
+        return optimizer
+    return GradientFreeze(**config.section("grad_freeze")).freeze_generate(network, optimizer)[1]

@@ -1,0 +1,106 @@
+"""The step a freezing schedule selects, taken inside the graph, and the schedule moved by what it applied.
+
+``FreezeSwitch`` picks, among the steps of the trained suffixes, the one that trains from the schedule's
+``train_from()``: in GRAPH_MODE one switch over the compiled branches (MindSpore's ``switch_layer``, as the reference
+indexes its ``freeze_nets`` by a Tensor), in PYNATIVE_MODE by reading that index on the host, as PyNative control
+flow on a Tensor always does. ``ScheduledStep`` takes one fixed step (a frozen suffix's step on a cached prefix's
+outputs). Both (``AdvancingStep``) then advance the schedule by the optimizer updates the step really applied (the optimizer's
+``global_step`` delta), so the schedule holds however MindSpore calls the train cell.
+"""
+import numpy as np
+from mindspore import Tensor, nn, ops
+
+__all__ = ["AdvancingStep", "FreezeSwitch", "IndexedCellList", "ScheduledStep"]
+
+
+class IndexedCellList(nn.CellList):
+    """A ``CellList`` that an int32 scalar Tensor indexes in both execution modes: GRAPH_MODE compiles
+    ``cells[index]`` into one switch over the cells (MindSpore's ``switch_layer``), PYNATIVE_MODE reads the index on
+    the host. A slice gives a plain list (``nn.CellList`` would build a prefixing CellList that renames the
+    parameters of every cell in it)."""
+
+    def __getitem__(self, index):
+        if isinstance(index, Tensor):
+            index = int(index.asnumpy().reshape(-1)[0])
+        if isinstance(index, slice):
+            return list(self)[index]
+        return super().__getitem__(index)
+
+
+class AdvancingStep(nn.Cell):
+    """A step (``take``, in subclasses) followed by the schedule's ``advance`` over the updates it applied.
+
+    Args:
+        schedule (Cell): the freezing schedule (``boost_cells.freezing.schedules``).
+        global_step (Parameter): the optimizer's update counter (shared by every suffix optimizer), only read.
+
+    Inputs and outputs: the step's.
+    """
+
+    def __init__(self, schedule, global_step):
+        super().__init__(auto_prefix=False)
+        self.schedule = schedule
+        self.global_step = global_step
+
+    def take(self, inputs):
+        """The step's outputs on ``inputs`` (a tuple)."""
+        raise NotImplementedError
+
+    def construct(self, *inputs):
+        before = ops.reshape(self.global_step, ()) + 0
+        outputs = self.take(ops.depend(inputs, before))
+        applied = ops.reshape(ops.depend(self.global_step, outputs), ()) - before
+        return ops.depend(outputs, self.schedule.advance(applied))
+
+    def current_index(self):
+        """The first group the next step trains (host int; for tests, monitors and logs)."""
+        return self.schedule.current_index()
+
+    def frozen_for_good(self):
+        """The leading groups no remaining step trains (host int)."""
+        return self.schedule.frozen_for_good()
+
+    def monitor_state(self):
+        """Feature state for ``BoostMonitor``: the group the next step trains from."""
+        return {"freeze_group": self.current_index()}
+
+
+class ScheduledStep(AdvancingStep):
+    """One fixed step (a frozen suffix's step on a cached prefix's outputs) that still advances the schedule.
+
+    Args:
+        schedule, global_step: as ``AdvancingStep``. step (Cell): the step.
+    """
+
+    def __init__(self, schedule, global_step, step):
+        super().__init__(schedule, global_step)
+        self.step = step
+
+    def take(self, inputs):
+        return self.step(*inputs)
+
+
+class FreezeSwitch(AdvancingStep):
+    """The step of the suffix the schedule trains from, chosen in the graph, then the schedule advanced.
+
+    Args:
+        schedule (Cell): the freezing schedule. global_step (Parameter): the optimizer's update counter.
+        steps (list of Cell): ``steps[k]`` trains from group ``k``, all with the same inputs and outputs; only the
+            steps of the groups the schedule trains from (``schedule.trained_from``) compile, and groups whose
+            steps are the same object share one branch.
+
+    Inputs: the steps' inputs. Outputs: the selected step's outputs.
+    """
+
+    def __init__(self, schedule, global_step, steps):
+        branches, branch_of = [], {}
+        for group in schedule.trained_from:
+            if id(steps[group]) not in branch_of:
+                branch_of[id(steps[group])] = len(branches)
+                branches.append(steps[group])
+        super().__init__(schedule, global_step)
+        self.steps = IndexedCellList(branches, auto_prefix=False)
+        self.branch_of_group = Tensor(np.array([branch_of.get(id(step), 0) for step in steps], np.int32))
+
+    def take(self, inputs):
+        return self.steps[self.branch_of_group[self.schedule.train_from()]](*inputs)
