@@ -133,7 +133,7 @@ RULES = MappingProxyType({
     "device_number": _int(1),
     "grad_accumulation_step": _int(1, INT32_MAX),
     "param_groups": _int(1),
-    "total_steps": _int(1),
+    "total_steps": _int(1, INT32_MAX),
     "n_components": _int(1),
     "interval": _int(1),
     "batch_size": _int(1),
