@@ -82,7 +82,7 @@ SPEC = {
                "grad_accumulation_step": (1, int_at_least(1, INT32_MAX))},
     "less_bn": {"fn_flag": (True, is_bool), "gc_flag": (True, is_bool)},
     "grad_freeze": {"param_groups": (10, int_at_least(1)), "freeze_type": (1, one_of(0, 1, 2)),
-                    "freeze_p": (0.7, number_in(0, 1)), "total_steps": (65536, int_at_least(1)),
+                    "freeze_p": (0.7, number_in(0, 1)), "total_steps": (65536, int_at_least(1, INT32_MAX)),
                     "seed": (0, int_at_least(0, SEED_MAX))},
     "grad_accumulation": {"grad_accumulation_step": (1, int_at_least(1, INT32_MAX))},
     "dim_reduce": {"rho": (0.55, number_in(0, 1, True, True)), "gamma": (0.9, number_in(0, 1, True, True)),

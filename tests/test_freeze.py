@@ -119,7 +119,7 @@ def freeze_sequence(groups, freeze_p, steps):
     ((3, 1, 1.5, 10), r"'freeze_p' must be a number in \[0, 1\]"),
     ((3, 1, -0.1, 10), r"'freeze_p' must be a number in \[0, 1\]"),
     ((0, 1, 0.5, 10), "'param_groups' must be an int >= 1"),
-    ((3, 1, 0.5, 0), "'total_steps' must be an int >= 1"),
+    ((3, 1, 0.5, 0), "'total_steps' must be an int in \\[1, 2147483647\\]"),
 ])
 def test_bad_arguments_raise(args, message):
     with pytest.raises(ValueError, match=message):
