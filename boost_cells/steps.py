@@ -13,8 +13,8 @@ from mindspore import nn, ops
 
 from .config import BoostConfig
 from .distributed import make_grad_reducer, parallel_info
-from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
-from .freezing import unfrozen
+from .freezing import (FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network,
+                       unfrozen)
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
 
 __all__ = ["ScaledStep", "Step", "caches_frozen_prefix", "freeze_cell", "freezing_schedule", "make_prefix_cache",
@@ -140,8 +140,8 @@ def _step_maker(schedule, sens, loss_scale, overflow_detector):
 
 
 def caches_frozen_prefix(config, optimizer):
-    """Whether a train step over ``optimizer`` caches its frozen prefix: a ``FreezeOpt`` and the config's
-    ``grad_freeze.cache_frozen_prefix``."""
+    """Whether the config asks a train step over ``optimizer`` to cache its frozen prefix: a ``FreezeOpt`` and the
+    config's ``grad_freeze.cache_frozen_prefix`` (the train cell decides whether it can)."""
     return isinstance(optimizer, FreezeOpt) and config.section("grad_freeze")["cache_frozen_prefix"]
 
 

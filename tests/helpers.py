@@ -310,3 +310,29 @@ class NumpyDimReduce:
             self.bk, self.gk_last, self.sk, self.has_last = bk, gk, step * dk, True
         self.momentum = self.gamma * self.momentum + g - self.pca.T @ gk
         return w - (self.alpha * self.momentum - step * self.pca.T @ dk)
+
+
+def scale_free_run(samples, epochs=5, rank=0, size=1, batch_size=8):
+    """The automatic schedule through ``Model.train`` on ``samples`` random rows, this rank's shard of them (every
+    ``size``-th row from ``rank``), in batches of ``batch_size``: warm-up a quarter of the run, a decision every
+    tenth, threshold 0.99 (a segment freezes at the first decision that compares two intervals), 3 groups of a
+    TanhMLP, ``total_steps`` left to the run. Returns ``{"updates": the run's updates on this rank, "levels": the
+    level reached after each update}``."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from boost_cells import Model  # pylint: disable=import-outside-toplevel
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(samples, 4).astype(np.float32), rng.randn(samples, 3).astype(np.float32)
+    net = TanhMLP()
+    config = freeze_config(freeze_type="auto")
+    del config["grad_freeze"]["total_steps"]
+    config["grad_freeze"].update(auto_warmup_share=0.25, auto_interval_share=0.1, auto_threshold=0.99)
+    model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_config_dict=config)
+    levels = []
+
+    class Levels(ms.train.Callback):
+        def on_train_step_end(self, run_context):
+            levels.append(run_context.original_args().train_network.train_step.frozen_for_good())
+
+    dataset = ms.dataset.NumpySlicesDataset({"x": x[rank::size], "y": y[rank::size]}, shuffle=False)
+    model.train(epochs, dataset.batch(batch_size), callbacks=[Levels()], dataset_sink_mode=False)
+    return {"updates": model.boost.config.section("grad_freeze")["total_steps"], "levels": levels}

@@ -9,7 +9,7 @@ from boost_cells import BoostConfig, BoostTrainOneStepCell
 from tests.helpers import freeze_config, numpy_mlp_grads
 from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
 
-INTERVAL, WARMUP, THRESHOLD = 2, 2, 0.3
+INTERVAL, WARMUP, THRESHOLD = 2, 3, 0.3
 
 
 def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10):
@@ -22,8 +22,9 @@ def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_ste
 
 def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
     """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
-    rule written out here: every INTERVAL updates, the front trained segment's mean gradient norm over the interval
-    is compared with the previous interval's; a relative change below THRESHOLD (after WARMUP updates) freezes it
+    rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
+    WARMUP is a multiple of INTERVAL), the front trained segment's mean gradient norm over the interval is compared
+    with the previous interval's; a relative change below THRESHOLD (after WARMUP updates) freezes it
     for good; the last group never freezes. Returns (the frozen count before each step, the final parameters)."""
     params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
     velocity = [np.zeros_like(p) for p in params]
@@ -42,7 +43,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
         sums += np.sqrt(squares) * trained
         counts += trained
         updates += 1
-        if updates % INTERVAL == 0:
+        if updates % INTERVAL == WARMUP % INTERVAL:
             mean = np.where(counts > 0, sums / np.maximum(counts, 1), 0)
             if frozen < 2 and updates >= WARMUP and last[frozen] > 0:
                 if abs(mean[frozen] - last[frozen]) / last[frozen] < THRESHOLD:

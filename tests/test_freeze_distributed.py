@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from tests.distributed.worker import ROWS
-from tests.helpers import TanhMLP, batch, numpy_adasum, numpy_mlp_grads
+from tests.helpers import TanhMLP, batch, numpy_adasum, numpy_mlp_grads, scale_free_run
 from tests.launch import msrun
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
-SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_cached", "freeze_uncached"]
+SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_cached", "freeze_uncached",
+             "freeze_scale"]
 GROUP_STARTS = (0, 4, 8)
 
 
@@ -89,3 +90,23 @@ def test_frozen_prefix_cache_in_data_parallel_training(results):
         for key in cached:
             if key not in ("hits",):
                 np.testing.assert_array_equal(cached[key], uncached[key], err_msg=key)
+
+
+def first_freezes(run):
+    """The share of the run after which each level was first reached."""
+    levels, updates = list(run["levels"]), int(run["updates"])
+    return [(levels.index(level) + 1) / updates for level in range(1, max(levels) + 1)]
+
+
+def test_the_automatic_schedule_freezes_at_the_same_share_at_any_data_size_and_worker_count(results):
+    """Scale-free: the same run (5 epochs, batch 8 per rank) at 1x the data (64 samples, 40 updates), 4x the data
+    (160 updates) and on 2 workers (each rank its half: 20 updates) freezes each level after the same share of the
+    run, within one decision interval (a tenth of the run), and not before the warm-up (a quarter) has trained whole."""
+    runs = {"1x": scale_free_run(64), "4x": scale_free_run(256), "2 workers": results[("freeze_scale", 0)]}
+    assert [int(run["updates"]) for run in runs.values()] == [40, 160, 20]
+    shares = {name: first_freezes(run) for name, run in runs.items()}
+    assert all(len(found) == 2 for found in shares.values()), shares
+    for found in shares.values():
+        assert found[0] >= 0.25  # the first quarter of the updates trains every group
+        for share, reference in zip(found, shares["1x"]):
+            assert abs(share - reference) <= 0.1, shares

@@ -119,7 +119,7 @@ def test_prefix_runs_in_inference_mode_and_stays_unchanged(graph_mode):
 
 def small_cache():
     """A cache over the prefix of a fresh staged network: segment 0 = stage 0, segment 1 = stage 1; records the
-    (segment, rows) of every segment run (each run is padded to the largest batch seen: one graph per segment)."""
+    (segment, rows) of every segment run (a run takes just its rows: one graph per segment, any batch size)."""
     net = staged_net()
     stages = list(net)
     cache = FrozenPrefixCache([Stages(stages[:1]), Stages(stages[1:2])], max_bytes=2 ** 30)

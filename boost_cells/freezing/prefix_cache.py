@@ -189,7 +189,6 @@ class FrozenPrefixCache:
         self.watched = 0  # the leading segments whose copy was taken (and which their entries' outputs came from)
         self.seconds, self.hits, self.misses = 0.0, 0, 0
         self.full_warned = False
-        self.rows = 0  # rows per segment call: the largest batch seen (calls are padded to it, one graph each)
 
     def _check_prefix(self, level):
         """Drop everything if a segment of the level-``level`` prefix changed since its copy was taken (one
@@ -208,11 +207,15 @@ class FrozenPrefixCache:
             self.snapshot.take(segment)
         self.watched = max(self.watched, level)
 
-    def _run(self, segment, rows):
-        """``segment`` in inference mode on ``rows`` (numpy, (n, ...)), padded with zero rows to ``self.rows``."""
+    @staticmethod
+    def _run(segment, rows):
+        """``segment`` in inference mode on ``rows`` (numpy, (n, ...)). Its graph takes any number of rows (its
+        first input's leading dimension is declared dynamic on the first call), so a batch with a few new samples
+        runs only those: one compile per segment, and a fill costs what its rows cost."""
+        if segment.get_inputs() is None:
+            segment.set_inputs(Tensor(shape=[None, *rows.shape[1:]], dtype=Tensor(rows[:1]).dtype))
         segment.set_train(False)
-        padded = np.concatenate([rows, np.zeros((self.rows - len(rows), *rows.shape[1:]), rows.dtype)])
-        return segment(Tensor(padded)).asnumpy()[:len(rows)]
+        return segment(Tensor(rows)).asnumpy()
 
     def _store(self, key, level, row):
         if key in self.entries:
@@ -232,7 +235,6 @@ class FrozenPrefixCache:
         """The level-``level`` prefix's outputs for ``inputs`` (numpy, (n, ...), one sample per row), as a numpy
         array (n, ...) in the prefix's output dtype."""
         self._check_prefix(level)
-        self.rows = max(self.rows, len(inputs))
         kind = f"{inputs.dtype}|{inputs.shape[1:]}|".encode()
         keys = [hashlib.blake2b(kind + row.tobytes(), digest_size=16).digest() for row in np.ascontiguousarray(inputs)]
         found = [self.entries.get(key) for key in keys]

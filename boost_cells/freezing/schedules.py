@@ -143,7 +143,9 @@ class AutoSchedule(nn.Cell):
 
     - Every clean step adds each trained segment's gradient norm to ``norms`` (segment ``g``: the parameters that
       group ``g`` has and group ``g + 1`` has not) and counts it in ``samples`` (``observer``).
-    - ``advance`` counts the updates applied; after every ``interval``-th update it decides: the front trained segment ``f`` (``f = frozen``) freezes (``frozen`` becomes ``f + 1``) when at least
+    - ``advance`` counts the updates applied; the intervals end where ``updates - warmup`` is a multiple of
+      ``interval`` (so the first decision that may freeze comes exactly at the end of the warm-up), and at each end
+      it decides: the front trained segment ``f`` (``f = frozen``) freezes (``frozen`` becomes ``f + 1``) when at least
       ``warmup`` updates were applied, both intervals observed it, and ``|mean - last| / last < threshold`` for its
       mean norm over this interval and the previous one's. The head (the last group) never freezes. Then the
       interval's means become ``last_norms`` (where observed) and the statistics restart. In float32, computed and
@@ -161,7 +163,7 @@ class AutoSchedule(nn.Cell):
         grad_freeze.norms (float32, (groups,)): this interval's summed gradient norms per segment.
         grad_freeze.samples (float32, (groups,)): how many norms each segment summed.
         grad_freeze.last_norms (float32, (groups,)): the previous interval's mean norms (0: not observed yet).
-        grad_freeze.updates (int32): updates applied so far (a decision follows each multiple of ``interval``).
+        grad_freeze.updates (int32): updates applied so far.
     """
 
     def __init__(self, segment_of, groups, criterion, distributed=False):
@@ -171,6 +173,7 @@ class AutoSchedule(nn.Cell):
         self.interval = int(criterion.interval)
         self.warmup = int(criterion.warmup)
         self.threshold = float(criterion.threshold)
+        self.interval_end = self.warmup % self.interval  # updates % interval where every interval ends
         self.trained_from = tuple(range(self.groups))
         self.frozen_levels = tuple(range(1, self.groups))
         self.all_reduce = ops.AllReduce() if distributed else None
@@ -204,7 +207,7 @@ class AutoSchedule(nn.Cell):
     def advance(self, applied):
         norms, samples = self._interval_sums(applied)
         updates = self.updates + applied
-        decide = ops.logical_and(applied > 0, updates % self.interval == 0)
+        decide = ops.logical_and(applied > 0, updates % self.interval == self.interval_end)
         mean = norms / ops.maximum(samples, 1.0)
         last = self.last_norms + 0.0
         front = self.frozen + 0

@@ -17,7 +17,7 @@ from boost_cells import (  # noqa: E402
     BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate)
 from boost_cells.freezing import GradientFreeze  # noqa: E402
 from tests.distributed.worker import shard  # noqa: E402
-from tests.helpers import TanhMLP, freeze_config, init_data_parallel  # noqa: E402
+from tests.helpers import TanhMLP, freeze_config, init_data_parallel, scale_free_run  # noqa: E402
 
 STEPS = 4
 
@@ -107,7 +107,13 @@ def cached_run(rank, size, cache):
             "hits": np.array(hits)}
 
 
-SCENARIOS = {"freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto, "freeze_adasum": scenario_freeze_adasum,
+def scenario_freeze_scale(rank, size):
+    """The automatic schedule through Model.train over this rank's shard of 64 samples (tests/helpers.py's
+    ``scale_free_run``): half the updates per epoch of a stand-alone run."""
+    return scale_free_run(64, rank=rank, size=size)
+
+
+SCENARIOS = {"freeze_scale": scenario_freeze_scale, "freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto, "freeze_adasum": scenario_freeze_adasum,
              "freeze_overflow": scenario_freeze_overflow, "freeze_cached": lambda r, s: cached_run(r, s, True),
              "freeze_uncached": lambda r, s: cached_run(r, s, False)}
 
