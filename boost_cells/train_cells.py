@@ -75,7 +75,8 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
     Attributes (``nn.TrainOneStepCell``'s, with the reference's meaning, for subclasses):
         network, optimizer, weights, grad (``GradOperation`` with ``sens_param``), sens, reducer_flag,
         grad_reducer (the reduction a subclass applies before the methods below: the world's, the AdaSum group's,
-        or an identity stand-alone), hyper_map (``ops.HyperMap``).
+        or an identity stand-alone; a subclass may assign its own, which ``construct`` then applies),
+        hyper_map (``ops.HyperMap``).
         freeze (bool): gradient freezing is on (the config's ``grad_freeze``, or a ``FreezeOpt`` optimizer).
         use_grad_accumulation (bool), max_accumulation_step (int): accumulation and its micro-steps.
         enable_adasum, enable_dim_reduce (bool): AdaSum (data-parallel only) and DimReduce are on.
@@ -159,6 +160,14 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
                              "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
                              "with a 'loss_scale' section in build_train_network).")
+
+    def __setattr__(self, name, value):
+        """A ``grad_reducer`` assigned once the step is built (in a subclass's ``__init__``, as on
+        ``nn.TrainOneStepCell``) becomes the full step's reduction too, so ``construct`` applies it. Frozen suffix
+        steps keep their own reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
+        super().__setattr__(name, value)
+        if name == "grad_reducer" and "train_step" in self.__dict__.get("_cells", ()):
+            self.update.grad_reducer = value
 
     def _name_own_state(self):
         """A second train cell on the same optimizer prefixes its own state (``boost_cells.shared_optimizer``)."""

@@ -27,6 +27,17 @@ def linear_setup(optimizer="sgd", lr=0.1, momentum=0.9, seed=0):
     return net, net_with_loss, opt
 
 
+class Halve(nn.Cell):
+    """A gradient reducer a subclass can recognise: every gradient times 0.5."""
+
+    def __init__(self):
+        super().__init__()
+        self.hyper_map = ops.HyperMap()
+
+    def construct(self, grads):
+        return self.hyper_map(ops.partial(ops.mul, 0.5), grads)
+
+
 def accumulation(k):
     """A boost config dict with gradient accumulation over ``k`` micro-steps."""
     return {"boost": {"mode": "manual", "grad_accumulation": True}, "grad_accumulation": {"grad_accumulation_step": k}}

@@ -3,10 +3,11 @@ import numpy as np
 import mindspore as ms
 import pytest
 from mindspore import Tensor, nn
+from mindspore.boost import GradientAccumulation as ReferenceAccumulation
 
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          GradientAccumulation)
-from tests.helpers import NumpyOptimizer, accumulation, batch, linear_setup, numpy_mse_grads, weights_of
+from tests.helpers import Halve, NumpyOptimizer, accumulation, batch, linear_setup, numpy_mse_grads, weights_of
 
 
 def numpy_big_batch(net, batches, optimizer):
@@ -117,16 +118,53 @@ def test_two_accumulating_cells_in_one_process(mode):
         assert any(not np.array_equal(start[n], v) for n, v in weights_of(net).items())
 
 
-def test_gradient_accumulation_cell_directly(graph_mode):
-    net, net_with_loss, opt = linear_setup()
+@pytest.mark.parametrize("assigned_reducer", [False, True], ids=["own_reducer", "assigned_reducer"])
+def test_gradient_accumulation_cell_directly(graph_mode, assigned_reducer):
+    """Two micro-steps of ones move every weight by lr * 1. A ``grad_reducer`` assigned after construction (MindCV's
+    subclass assigns its train step's) is what the cell's own ``construct`` applies to the mean: halving, 0.05."""
+    net, _, opt = linear_setup()
     accumulate = GradientAccumulation(2, opt)
+    if assigned_reducer:
+        accumulate.grad_reducer = Halve()
     grads = tuple(Tensor(np.full(p.shape, 1.0, np.float32)) for p in net.trainable_params())
     start = weights_of(net)
     for _ in range(2):
         accumulate(Tensor(0.0), grads)
     for name, value in weights_of(net).items():
-        np.testing.assert_allclose(value, start[name] - 0.1, rtol=1e-6)
+        np.testing.assert_allclose(value, start[name] - (0.05 if assigned_reducer else 0.1), rtol=1e-6)
+
+
+def test_gradient_accumulation_refuses_a_bad_step_count():
+    net, _, opt = linear_setup()
     with pytest.raises(ValueError, match=r"'max_accumulation_step' must be an int in \[1, 2147483647\]"):
         GradientAccumulation(0, opt)
     with pytest.raises(ValueError, match=r"'max_accumulation_step' must be an int in \[1, 2147483647\]"):
         GradientAccumulation(2.0, nn.SGD(net.trainable_params()))
+
+
+def test_own_construct_shows_the_references_state_at_every_micro_step(mode):
+    """Called as the reference's is (``construct(loss, grads)``), the cell's state under the reference's names
+    equals ``mindspore.boost.GradientAccumulation``'s after every micro-step, bit for bit: the buffers hold the
+    running sum of grad / k (zero after each third call's update), the counter runs 1, 2, 0, and the weights equal
+    the reference's. (The reference renames the network's weights to ``optimizer.<name>``; this cell keeps them.)"""
+    cells, nets = [], []
+    for cls in (GradientAccumulation, ReferenceAccumulation):
+        net, _, opt = linear_setup("momentum")
+        cells.append(cls(3, opt))
+        nets.append(net)
+    ours = cells[0]
+    assert ours._grad_accumulation is ours.grad_sums and ours._accumulation_step is ours.accumulation_step
+    assert ours._max_accumulation_step == 3 and ours.optimizer is ours.apply_update.optimizer
+    rng = np.random.RandomState(0)
+    for call in range(6):
+        grads = tuple(Tensor(rng.randn(*p.shape).astype(np.float32)) for p in nets[0].trainable_params())
+        for cell in cells:
+            cell(Tensor(0.0), grads)
+        assert [int(cell._accumulation_step.asnumpy()) for cell in cells] == [(call + 1) % 3] * 2
+        for buffer, reference in zip(*([b.asnumpy() for b in cell._grad_accumulation] for cell in cells)):
+            np.testing.assert_array_equal(buffer, reference)
+            assert buffer.any() == (call % 3 != 2)
+        for weight, reference in zip(*(net.trainable_params() for net in nets)):  # the reference renames them
+            np.testing.assert_array_equal(weight.asnumpy(), reference.asnumpy())
+    assert [p.name for p in nets[0].trainable_params()] == ["fc.weight", "fc.bias"]
+

@@ -8,7 +8,7 @@ from mindspore.train.callback import CheckpointConfig, ModelCheckpoint
 
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          build_train_network)
-from tests.helpers import Linear, batch, linear_setup, weights_of
+from tests.helpers import Halve, Linear, accumulation, batch, linear_setup, weights_of
 
 O0 = {"level": "O0"}
 
@@ -37,6 +37,38 @@ def test_o0_returns_loss_and_equals_mindspore_cell(mode, sens):
         assert isinstance(loss, Tensor) and loss.shape == ()
         assert float(loss.asnumpy()) == float(control_loss.asnumpy())
     assert_same_weights(net, control)
+
+
+def with_halving_reducer(base):
+    """A subclass of ``base`` that assigns its own ``grad_reducer`` in ``__init__``, as subclasses of
+    ``nn.TrainOneStepCell`` and of the reference's cells do, and keeps ``base``'s ``construct``."""
+
+    class HalvingCell(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.grad_reducer = Halve()
+
+    return HalvingCell
+
+
+@pytest.mark.parametrize("loss_scaled, config", [(False, O0), (True, accumulation(2))],
+                         ids=["plain_o0", "loss_scaled_accumulating"])
+def test_assigned_grad_reducer_is_what_construct_applies(mode, loss_scaled, config):
+    """A subclass's ``grad_reducer`` is the full step's reduction: halving every gradient under SGD at lr 0.1
+    trains as lr 0.05 does (plain, and loss-scaled with accumulation, where it reduces the mean once a cycle)."""
+    base = BoostTrainOneStepWithLossScaleCell if loss_scaled else BoostTrainOneStepCell
+    scale = (Tensor(4.0),) if loss_scaled else ()
+    cells, nets = [], []
+    for cls, lr in ((with_halving_reducer(base), 0.1), (base, 0.05)):
+        net, net_with_loss, opt = linear_setup("sgd", lr=lr)
+        cells.append(cls(net_with_loss, opt, *scale, boost_config=config))
+        nets.append(net)
+    assert isinstance(cells[0].grad_reducer, Halve) and cells[0].update.grad_reducer is cells[0].grad_reducer
+    for seed in range(4):
+        inputs = [Tensor(a) for a in batch(seed=seed)]
+        for cell in cells:
+            cell(*inputs)
+    assert_same_weights(*nets, exact=False)
 
 
 def test_loss_scale_cell_runs_on_cpu_and_skips_overflow(mode):

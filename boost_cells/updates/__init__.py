@@ -9,10 +9,10 @@ reference's ``construct``). A strategy that must re-run the
 network (DimReduce's line search) sets the class attribute ``takes_inputs = True``; the train cells then call it
 as ``construct(loss, grads, *inputs)`` with the step's inputs, and the others keep the two-argument form.
 """
-from .accumulation import GradientAccumulation
+from .accumulation import GradientAccumulation, gradient_accumulation_op, gradient_clear_op
 from .adasum import AdaSum, AdaSumUpdate, adasum_groups
 from .apply import ApplyGradients
 from .dim_reduce import DimReduce, make_dim_reduce
 
 __all__ = ["AdaSum", "AdaSumUpdate", "ApplyGradients", "DimReduce", "GradientAccumulation", "adasum_groups",
-           "make_dim_reduce"]
+           "gradient_accumulation_op", "gradient_clear_op", "make_dim_reduce"]
