@@ -15,8 +15,14 @@ Only ``train`` knows the run's length, which an interval or progressive freezing
 (``grad_freeze.total_steps``): the first ``train`` sets a left-out ``total_steps`` from its epochs and dataset and
 rebuilds the train cell with it, before anything of it was compiled or run; a given one that differs from the run
 is kept, with a warning that says when freezing starts (``boost_cells.freezing.run``).
+
+Then ``train`` logs what the boost config does in this run (``boost_cells.explain``), through the logger
+``boost_cells.model``: one INFO line (the level, the features on, when freezing can start in the run) and the whole
+summary at DEBUG. The package adds no log handler, so nothing shows unless the program configures logging (e.g.
+``logging.basicConfig(level=logging.INFO)``).
 """
 import dataclasses
+import logging
 import warnings
 
 import mindspore as ms
@@ -24,13 +30,18 @@ from mindspore import nn
 
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning, warn_user
+from .distributed import parallel_info
+from .explain import Run, explain, summary
 from .host_hooks import FrozenPrefixHook
 from .mindspore_internals import ModelBuildHooks, amp_network
 from .train_cells import build_train_network
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
 from .freezing.run import counts_steps, run_updates, warn_if_run_differs
+from .rules import complies
 
 __all__ = ["Model", "device_target"]
+
+_LOG = logging.getLogger(__name__)
 
 
 def device_target():
@@ -153,6 +164,10 @@ class Model(ModelBuildHooks):
         anything of it was compiled or run, carrying over the state loaded into the previous one (a checkpoint, to
         resume). The continuous schedule needs no step count.
 
+        Then it logs what the boost config does in this run, with ``total_steps`` as fitted: one INFO record
+        (``boost_cells.explain.summary``) and the whole summary at DEBUG (``boost_cells.explain.explain``), through
+        the logger ``boost_cells.model``.
+
         Raises:
             ValueError: ``dataset_sink_mode=True`` on GPU/Ascend with a host-side feature other than the cache on.
 
@@ -171,7 +186,26 @@ class Model(ModelBuildHooks):
             optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
             previous = self.replace_train_network(optimizer)
             _carry_own_state(previous, self.train_network)
+        self._log_boost(epoch, train_dataset, dataset_sink_mode, sink_size)
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
+
+    def _log_boost(self, epoch, dataset, dataset_sink_mode, sink_size):
+        """Log what the boost config does in the run of ``epoch`` epochs over ``dataset`` (see ``train``); in run
+        numbers unless ``epoch`` or the dataset's size is not a count, which MindSpore's own checks then refuse."""
+        if not _LOG.isEnabledFor(logging.INFO):
+            return
+        config = self.boost.config
+        if self._optimizer is None and any(config.features.values()):
+            _LOG.info("boost level %s not applied: the network trains as it is (the Model has no optimizer).",
+                      config.level_name)
+            return
+        steps = _steps_per_epoch(dataset, dataset_sink_mode, sink_size)
+        run = Run(epoch, steps) if complies("epochs", epoch) and complies("steps_per_epoch", steps) else None
+        _LOG.info("%s", summary(config, run))
+        if _LOG.isEnabledFor(logging.DEBUG):
+            info = parallel_info()
+            _LOG.debug("What the boost config does in this run:\n%s",
+                       "\n".join(explain(config, run, info.size if info.distributed else 1)))
 
     def _sink_mode_changes(self):
         """The ``grad_freeze`` changes sink mode on GPU/Ascend needs: the frozen-prefix cache left out (with a

@@ -138,6 +138,8 @@ RULES = MappingProxyType({
     "interval": _int(1),
     "batch_size": _int(1),
     "rank_size": _int(1),
+    "epochs": _int(1),
+    "steps_per_epoch": _int(1),
     "seed": _int(0, SEED_MAX),
     "timeout": _int(0),
     # gradient freezing
@@ -174,6 +176,7 @@ _ALIASES = MappingProxyType({
     "init_loss_scale": "init",
     "max_accumulation_step": "grad_accumulation_step",
     "freeze_para_groups_number": "param_groups",
+    "workers": "rank_size",
 })
 
 

@@ -6,14 +6,14 @@ The interval (1) and progressive (2) schedules are sequences drawn in advance fo
 run's start (``grad_freeze.position``); the automatic one (3, "auto") decides every ``auto_interval_share`` of
 ``total_steps`` updates and not before ``auto_warmup_share`` of them. Only the run knows how many updates it has:
 ``Model.train`` counts them (``run_updates``), sets ``total_steps`` from them when the config leaves it out, and
-otherwise warns (``warn_if_run_differs``) when the two differ, saying when freezing can start. The continuous
-schedule (0) repeats a fixed cycle and needs no step count.
+otherwise warns (``warn_if_run_differs``) when the two differ, saying when freezing can start (``in_run``). The
+continuous schedule (0) repeats a fixed cycle and needs no step count.
 """
 from ..config import warn_user
 from .groups import auto_criterion
 from .sequences import INTERVAL, PROGRESSIVE, freeze_index_sequence, is_automatic
 
-__all__ = ["counts_steps", "run_updates", "warn_if_run_differs"]
+__all__ = ["counts_steps", "in_run", "run_updates", "warn_if_run_differs"]
 
 
 def counts_steps(section):
@@ -90,20 +90,28 @@ def _automatic(section, updates):
                    f"{fitted.warmup + 1}.")
 
 
+def in_run(section, strategy, updates):
+    """What the ``grad_freeze`` section's schedule does in a run of ``updates`` updates when it was made for another
+    number (``total_steps``), in words: when freezing starts in this run and when it would start if made for the
+    run; None when the two agree or the schedule does not depend on them (``counts_steps``). ``strategy`` is the
+    sequence drawn for ``total_steps`` (the train cell's; unused, may be None, for the automatic schedule)."""
+    if not counts_steps(section) or section["total_steps"] == updates:
+        return None
+    if is_automatic(section["freeze_type"]):
+        return _automatic(section, updates)
+    if section["freeze_type"] == PROGRESSIVE:
+        return _progressive(tuple(strategy), section, updates)
+    return _interval(tuple(strategy), section, updates)
+
+
 def warn_if_run_differs(section, strategy, updates, run):
     """Warn (``warn_user``) when the ``grad_freeze`` section's schedule ``strategy`` (the train cell's, drawn for
     ``total_steps`` updates) was drawn for another number of updates than the run's ``updates``, saying when
-    freezing starts in this run; nothing when the schedule does not depend on it (``counts_steps``). ``run``
-    describes the run for the message, e.g. "20 epochs of 44 steps"."""
-    total = section["total_steps"]
-    if not counts_steps(section) or total == updates:
+    freezing starts in this run (``in_run``); nothing when the schedule does not depend on it (``counts_steps``).
+    ``run`` describes the run for the message, e.g. "20 epochs of 44 steps"."""
+    what = in_run(section, strategy, updates)
+    if what is None:
         return
-    if is_automatic(section["freeze_type"]):
-        what = _automatic(section, updates)
-    elif section["freeze_type"] == PROGRESSIVE:
-        what = _progressive(tuple(strategy), section, updates)
-    else:
-        what = _interval(tuple(strategy), section, updates)
-    warn_user(f"For 'Model.train', the freezing schedule was made for 'grad_freeze.total_steps' = {total} updates, "
-              f"but the run has {updates} ({run}). {what} Model.train sets a left-out 'grad_freeze.total_steps' "
-              f"from its first run; or set it to {updates}.")
+    warn_user(f"For 'Model.train', the freezing schedule was made for 'grad_freeze.total_steps' = "
+              f"{section['total_steps']} updates, but the run has {updates} ({run}). {what} Model.train sets a "
+              f"left-out 'grad_freeze.total_steps' from its first run; or set it to {updates}.")

@@ -1,0 +1,456 @@
+"""What a boost config will do, in words: for ``python -m boost_cells explain`` and ``Model.train``'s log.
+
+``explain(config, run=None, workers=None)`` gives the lines of the summary: the resolved level and the six feature
+switches; each key the config gives that differs from its level's default (``BoostConfig.level``: a key left out
+is not "different"); and what each feature that is on will do. For gradient freezing: the schedule, the groups, when
+freezing can start and whether the frozen-prefix cache applies and what it needs; then accumulation, AdaSum (and
+the data-parallel run it needs), LessBN, DimReduce, group loss scales and the ``"loss_scale"`` policy.
+``summary(config, run=None)`` is the one-line version: the level, the features on, and when freezing can start.
+
+A ``Run(epochs, steps_per_epoch)`` puts the schedule in that run's updates and epochs, counted as ``Model.train``
+counts them (``boost_cells.freezing.run.run_updates``): a left-out ``grad_freeze.total_steps`` is then the run's
+updates, as ``Model.train`` sets it, and a given one that differs is kept, as ``Model.train`` keeps it (with a
+warning that says what the schedule does in the run). Without a run, ``total_steps`` (given, or the default 65536)
+is the run length assumed.
+
+Every number comes from the function the train cell itself uses (``auto_criterion``, the sequences of
+``boost_cells.freezing.sequences``, ``adasum_groups``), so the words say what the step does.
+"""
+import bisect
+import dataclasses
+import json
+from types import MappingProxyType
+
+from .config import FEATURES, BoostConfig
+from .freezing.groups import auto_criterion
+from .freezing.run import counts_steps, in_run, run_updates
+from .freezing.sequences import (CONTINUOUS, INTERVAL, PROGRESSIVE, continuous_cycle, freeze_index_sequence,
+                                 interval_indices, is_automatic, progressive_index, sequence_length)
+from .rules import check
+from .updates.adasum import adasum_groups
+
+__all__ = ["Run", "explain", "summary"]
+
+# The feature that reads a key of the shared 'common' section (a key of a feature's own section is read by it).
+_READ_BY = MappingProxyType({"common.device_number": "adasum", "common.gradient_split_groups": "less_bn",
+                             "common.grad_accumulation_step": "grad_accumulation"})
+
+_SCHEDULE_NAMES = MappingProxyType({CONTINUOUS: "continuous", INTERVAL: "interval", PROGRESSIVE: "progressive"})
+
+_MODES = MappingProxyType({"auto": "the level's switches", "manual": "the level's, with the switches the 'boost' "
+                           "section lists", "enable_all": "every switch on", "disable_all": "every switch off"})
+
+_CACHE_NEEDS = ("a network of stages (an nn.SequentialCell or boost_cells.Stages of at least 2 stages, optionally in "
+                "an nn.WithLossCell and under LessBN)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A training run as ``Model.train`` counts it: ``epochs`` epochs of ``steps_per_epoch`` steps each (one worker's
+    steps: the batches of its shard of the dataset; ``sink_size`` in dataset sink mode on GPU/Ascend).
+
+    Raises:
+        TypeError, ValueError: ``epochs`` or ``steps_per_epoch`` is not an int >= 1.
+    """
+
+    epochs: int
+    steps_per_epoch: int
+
+    def __post_init__(self):
+        check("Run", "epochs", self.epochs)
+        check("Run", "steps_per_epoch", self.steps_per_epoch)
+
+
+def _json(value):
+    """A value as the JSON file writes it (true, null, "auto")."""
+    return json.dumps(value)
+
+
+def _number(value):
+    """A count or share for reading: at most two decimals, no trailing zeros (44.0 -> "44", 0.591 -> "0.59")."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _percent(value):
+    return _number(value * 100) + "%"
+
+
+def _scale(value):
+    """A loss scale or factor as written: a whole number in full (16777216, not 1.67772e+07)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _groups(count):
+    return f"{count} group" + ("" if count == 1 else "s")
+
+
+class _Plan:
+    """A config with the run it trains in: the numbers every part of the summary shares.
+
+    Attributes:
+        updates (int or None): the run's optimizer updates (``run_updates``), None without a run.
+        freeze (dict): the ``grad_freeze`` section as the train cell gets it: ``total_steps`` set from the run when
+            the config leaves it out (as ``Model.train`` sets it).
+    """
+
+    def __init__(self, config, run):
+        self.config, self.run = config, run
+        self.accumulation = config.accumulation_steps
+        self.updates = None if run is None else run_updates(run.epochs, run.steps_per_epoch, self.accumulation)
+        self.freeze = dict(config.section("grad_freeze"))
+        self.total_given = config.given("grad_freeze.total_steps")
+        if self.updates is not None and not self.total_given:
+            self.freeze["total_steps"] = self.updates
+
+    @property
+    def length(self):
+        """The run length the freezing schedule is made for: ``grad_freeze.total_steps`` as the train cell gets it."""
+        return self.freeze["total_steps"]
+
+    def at(self, update):
+        """``update`` (counted from 1) in words: of how many, and in which epoch of the run (its last micro-step's)."""
+        if self.run is None:
+            return f"update {update}"
+        if update > self.updates:
+            return f"update {update}, after the run's {self.updates} updates"
+        epoch = -(-update * self.accumulation // self.run.steps_per_epoch)
+        return f"update {update} of {self.updates} (epoch {epoch} of {self.run.epochs})"
+
+    def epochs(self, updates):
+        """A number of updates in epochs of the run (a run is needed)."""
+        return f"{_number(updates * self.accumulation / self.run.steps_per_epoch)} epochs"
+
+
+def _schedule_name(section):
+    return "automatic" if is_automatic(section["freeze_type"]) else _SCHEDULE_NAMES[section["freeze_type"]]
+
+
+def _freezes(section):
+    """Whether the schedule ever trains from a group >= 1: more than one group and, for a sequence drawn in advance,
+    ``freeze_p`` below 1 (``counts_steps``; the continuous cycle when it holds a frozen entry)."""
+    if section["freeze_type"] == CONTINUOUS:
+        return max(continuous_cycle(section["param_groups"], section["freeze_p"])) > 0
+    return counts_steps(section)
+
+
+def _freezes_for_good(section):
+    """Whether the schedule freezes front groups for good (progressive or automatic, when it freezes at all): what
+    the frozen-prefix cache needs."""
+    return _freezes(section) and (is_automatic(section["freeze_type"]) or section["freeze_type"] == PROGRESSIVE)
+
+
+def _progressive_starts(section):
+    """``[(k, first update training from group k on)]`` for each stage ``k >= 1`` the progressive sequence reaches
+    (its index never falls, so a bisection over ``progressive_index`` finds each stage's first update)."""
+    groups, freeze_p, total = section["param_groups"], section["freeze_p"], section["total_steps"]
+    steps = range(sequence_length(total))
+    starts = []
+    for k in range(1, groups):
+        position = bisect.bisect_left(steps, k, key=lambda t: progressive_index(t, groups, freeze_p, total))
+        if position < len(steps):
+            starts.append((k, position + 1))
+    return starts
+
+
+def _first_frozen_update(section):
+    """The first update (counted from 1) that trains from a group >= 1, or None when none does."""
+    if not _freezes(section):
+        return None
+    if is_automatic(section["freeze_type"]):
+        return _criterion(section).warmup + 1
+    if section["freeze_type"] == CONTINUOUS:
+        cycle = continuous_cycle(section["param_groups"], section["freeze_p"])
+        return next(t for t, index in enumerate(cycle) if index > 0) + 1
+    if section["freeze_type"] == INTERVAL:
+        indices = interval_indices(section["param_groups"], section["freeze_p"], section["seed"])
+        return next(t for t, index in enumerate(indices) if index > 0) + 1
+    starts = _progressive_starts(section)
+    return starts[0][1] if starts else None
+
+
+def _criterion(section):
+    return auto_criterion(section["total_steps"], section["auto_interval_share"], section["auto_warmup_share"],
+                          section["auto_threshold"])
+
+
+def _schedule_lines(plan):
+    """What the schedule is and when it freezes, in the numbers of the run it is made for."""
+    section, length = plan.freeze, plan.length
+    groups, freeze_p = section["param_groups"], section["freeze_p"]
+    kind = section["freeze_type"]
+    name = f"the {_schedule_name(section)} schedule (freeze_type {_json(kind)})"
+    first = _first_frozen_update(section)
+    if first is None:
+        why = "one group" if groups == 1 else "freeze_p 1" if freeze_p == 1 else \
+            f"a sequence of {sequence_length(length)} updates that reaches no frozen entry"
+        return [f"grad_freeze: {name} with {why}: every update trains every group, so nothing freezes."]
+    start = plan.at(first)
+    if is_automatic(kind):
+        criterion = _criterion(section)
+        interval = f"auto_interval_share {section['auto_interval_share']:g} of {length}"
+        if plan.run is not None:
+            interval += f", {plan.epochs(criterion.interval)}"
+        return [f"grad_freeze: {name}: front groups freeze for good, front to back, one at a decision, once the "
+                "front trained group's mean gradient norm changed by less than auto_threshold "
+                f"{section['auto_threshold']:g} between two decisions; the last group (the head) never freezes.",
+                f"  when: nothing freezes before {start}: the first {criterion.warmup} updates (auto_warmup_share "
+                f"{section['auto_warmup_share']:g} of {length}) train every group. Then a decision every "
+                f"{criterion.interval} updates ({interval}) may freeze one more group."]
+    if kind == CONTINUOUS:
+        cycle = continuous_cycle(groups, freeze_p)
+        frozen = sum(1 for index in cycle if index > 0)
+        return [f"grad_freeze: {name}: a fixed cycle of {len(cycle)} updates, repeated: {len(cycle) - frozen} train "
+                f"every group, then one update each trains from group 1, ..., {groups - 1} on; so {frozen} of every "
+                f"{len(cycle)} updates ({_percent(frozen / len(cycle))}) freeze, and no group freezes for good.",
+                f"  when: freezing starts at {start}. total_steps is not used: the cycle needs no run length."]
+    drawn = f"drawn in advance for int(total_steps * 1.01) = {sequence_length(length)} updates"
+    if kind == INTERVAL:
+        return [f"grad_freeze: {name}: a sequence {drawn} (seed {section['seed']}), repeated after that. Update 1 "
+                f"trains every group; after it an update freezes whenever fewer than 1 - freeze_p = "
+                f"{_percent(1 - freeze_p)} of the updates so far froze, from a group drawn at random (shallow "
+                f"freezing likelier): about {_percent(1 - freeze_p)} of the updates freeze, none for good.",
+                f"  when: freezing starts at {start}."]
+    stages = "; ".join(f"from group {k} on from {plan.at(update)}" for k, update in _progressive_starts(section)[1:])
+    return [f"grad_freeze: {name}: a sequence {drawn}. The first {first - 1} updates "
+            f"(freeze_p {freeze_p:g} of {length}) train every group; then the front groups freeze for good, in "
+            f"equal stages over the remaining updates, up to training from group {groups - 1} on to the end.",
+            f"  when: freezing starts at {start}, training from group 1 on" + (f"; {stages}." if stages else ".")]
+
+
+def _total_steps_line(plan):
+    """Where ``grad_freeze.total_steps`` comes from, and how it compares with the run."""
+    total = plan.length
+    if plan.run is None:
+        if plan.total_given:
+            return (f"  total_steps: {total} (given) is the run length the schedule is made for, in updates; "
+                    "Model.train keeps a given one (and warns when its run differs).")
+        return (f"  total_steps: left out, so the default {total} updates is the run length assumed here; "
+                "Model.train sets a left-out total_steps from its run (give the run's epochs and steps per epoch to "
+                "see that run).")
+    if not plan.total_given:
+        return f"  total_steps: left out, so Model.train sets it from the run: {total} updates."
+    if total == plan.updates:
+        return f"  total_steps: {total} (given), the run's updates."
+    return (f"  total_steps: {total} (given), but the run has {plan.updates} updates: Model.train keeps the given one "
+            f"(and warns), so the schedule is made for {total} updates.")
+
+
+def _groups_line(section):
+    groups = section["param_groups"]
+    if section["cache_frozen_prefix"]:
+        cut, unit = "at the network's stages that have trainable parameters (for the cache)", "stages"
+    else:
+        cut, unit = "front to back into layers (a layer: a weight with its bias and BatchNorm)", "layers"
+    return (f"  groups: {groups} nested suffixes of the network's trainable parameters, cut {cut}: group k trains "
+            f"{unit} k * s to the end (s = {unit} // {groups}), so the network needs at least {groups} {unit}. An "
+            "update that trains from group k >= 1 gives the parameters before it no gradient: the backward pass "
+            "stops there.")
+
+
+def _cache_lines(section):
+    """Whether the frozen-prefix cache applies, and what it needs."""
+    if not section["cache_frozen_prefix"]:
+        return ["  frozen-prefix cache: off (grad_freeze.cache_frozen_prefix false)."]
+    if not _freezes_for_good(section):
+        return [f"  frozen-prefix cache: asked for, but the {_schedule_name(section)} schedule here never freezes a "
+                "group for good, so nothing is cached (the train cell warns); the groups are still cut at the "
+                f"network's stages, so it still needs {_CACHE_NEEDS}. Use freeze_type 2 or \"auto\" to cache, or "
+                "switch the cache off."]
+    return [f"  frozen-prefix cache: applies (the {_schedule_name(section)} schedule freezes front groups for good): "
+            "their outputs are cached per sample, so their forward pass is skipped too (at most cache_max_mb "
+            f"{section['cache_max_mb']} MB); a changed sample or weight is computed again.",
+            f"  the cache needs: {_CACHE_NEEDS}; the train cell's own construct (a subclass with its own construct "
+            "trains without the cache, with a warning); not dataset sink mode on GPU/Ascend (Model.train leaves "
+            "the cache out there, with a warning; freezing stays)."]
+
+
+def _freezing_lines(plan):
+    section = plan.freeze
+    head, *when = _schedule_lines(plan)
+    lines = [head]
+    if section["param_groups"] > 1:
+        lines.append(_groups_line(section))
+    if counts_steps(section):
+        lines.append(_total_steps_line(plan))
+    lines += when
+    if plan.run is not None and plan.length != plan.updates and counts_steps(section):
+        strategy = None if is_automatic(section["freeze_type"]) else freeze_index_sequence(
+            section["param_groups"], section["freeze_type"], section["freeze_p"], plan.length, section["seed"])
+        lines.append(f"  in this run of {plan.updates} updates: {in_run(section, strategy, plan.updates)}")
+    return lines + _cache_lines(section)
+
+
+def _accumulation_lines(plan):
+    steps = plan.accumulation
+    if steps == 1:
+        return ["grad_accumulation: on over 1 micro-step: every step is an update, as without accumulation."]
+    return [f"grad_accumulation: {steps} micro-steps (batches) an update: the optimizer steps once every {steps} "
+            "steps, on the mean of their gradients; a micro-batch with non-finite gradients never reaches the "
+            "buffer. total_steps and the freezing schedules count updates, not steps."]
+
+
+def _adasum_lines(config, workers):
+    devices = config.section("common")["device_number"]
+    line = (f"adasum: the weight deltas of groups of common.device_number = {devices} rank(s) (each group first "
+            "averages its gradients) are combined by the AdaSum rule. It needs data-parallel training over "
+            f"device_number x 2**k ranks, k >= 1 ({devices * 2}, {devices * 4}, ...); stand-alone it is the plain "
+            "step.")
+    if workers is None:
+        return [line]
+    if workers == 1:
+        return [line, "  with 1 worker: stand-alone, so the plain step."]
+    try:
+        return [line, f"  with {workers} workers: {adasum_groups(workers, devices)} groups of {devices}."]
+    except ValueError as error:
+        return [line, f"  with {workers} workers the train cell refuses: {error}"]
+
+
+def _less_bn_lines(config):
+    section = config.section("less_bn")
+    parts = ["MindSpore's less_bn graph pass (GRAPH_MODE: residual blocks compile without some of their BatchNorms; "
+             "PyNative runs no pass)"]
+    if section["fn_flag"]:
+        parts.append("the last nn.Dense becomes a feature-normalised head (fn_flag)")
+    if section["gc_flag"]:
+        parts.append("gradient centralization in the optimizer (gc_flag)")
+    parts.append("the optimizer's parameters split for communication fusion at common.gradient_split_groups "
+                 f"{_json(config.section('common')['gradient_split_groups'])}")
+    return ["less_bn: " + "; ".join(parts) + "."]
+
+
+def _dim_reduce_lines(config):
+    section = config.section("dim_reduce")
+    sources = [f"{key} {_json(section[key])}" for key in ("pca_mat_path", "weight_load_dir") if section[key]]
+    given = "given: " + ", ".join(sources) if sources else "neither is given, so the train cell refuses"
+    return [f"dim_reduce: quasi-Newton steps in a PCA subspace of n_components {section['n_components']} directions "
+            f"(line search rho {section['rho']:g}, sigma {section['sigma']:g}) plus momentum gamma "
+            f"{section['gamma']:g}, alpha {section['alpha']:g} on the rest; the optimizer's own rule is not used, and "
+            "every other feature is off. It needs dim_reduce.pca_mat_path (a .npy matrix) or "
+            f"dim_reduce.weight_load_dir (warm-up checkpoints to compute it from): {given}."]
+
+
+def _loss_scale_lines(config):
+    scale = config.loss_scale
+    if scale is None:
+        return []
+    bounds = f"within [{_scale(scale['min_scale'])}, {_scale(scale['max_scale'])}]"
+    if scale["type"] == "static":
+        policy = f"static: {_scale(scale['init'])}"
+    elif scale["type"] == "log2":
+        policy = (f"log2: from {_scale(scale['init'])}, log2(scale) + {scale['inc']:g} per clean step and - "
+                  f"{scale['dec']:g} per overflow, {bounds}")
+    else:
+        factor = _scale(scale["factor"])
+        policy = (f"dynamic: from {_scale(scale['init'])}, x {factor} after every {scale['window']} consecutive "
+                  f"clean steps, / {factor} after {scale['hysteresis']} overflow(s), {bounds}")
+    return [f"loss scale: {policy}. The train cell is a BoostTrainOneStepWithLossScaleCell: a step with non-finite "
+            "gradients changes no weight and no optimizer state."]
+
+
+def _feature_lines(plan, workers):
+    config = plan.config
+    makers = {"grad_freeze": lambda: _freezing_lines(plan), "grad_accumulation": lambda: _accumulation_lines(plan),
+              "adasum": lambda: _adasum_lines(config, workers), "less_bn": lambda: _less_bn_lines(config),
+              "dim_reduce": lambda: _dim_reduce_lines(config),
+              "loss_scale_group": lambda: ["loss_scale_group: a dynamic loss scale per layer group: the loss-scale "
+                                           "train cell needs a GroupLossScaleManager as its scale_sense (Model: "
+                                           "loss_scale_manager), called between the groups in construct."]}
+    lines = [line for name in FEATURES if config.enabled(name) for line in makers[name]()]
+    lines += _loss_scale_lines(config)
+    report = config.section("diagnostics")["overflow_report"]
+    if report is not None:
+        lines.append(f"overflow report: the first overflowing step's report goes to {_json(report)} (a host-side "
+                     "feature of the loss-scale cell: not in dataset sink mode on GPU/Ascend).")
+    if not any(config.features.values()):
+        lines.insert(0, "Nothing is on: the train cell is a plain training step (nn.TrainOneStepCell's)."
+                     if config.loss_scale is None else "No boost feature is on.")
+    return lines
+
+
+def _differing_lines(config):
+    """Each key the config gives whose value differs from its level's default config (switches as resolved)."""
+    ours, default = config.to_dict(), BoostConfig.level(config.level_name).to_dict()
+    lines = []
+    for section, values in default.items():
+        if section == "level":
+            continue
+        for key, value in values.items():
+            path = f"{section}.{key}"
+            if not config.given(path) or ours[section][key] == value:
+                continue
+            feature = _READ_BY.get(path, section)
+            unused = f" (not used: '{feature}' is off)" if feature in FEATURES and not config.enabled(feature) else ""
+            lines.append(f"  {path}: {_json(ours[section][key])} (default {_json(value)}){unused}")
+    head = f"keys that differ from level {config.level_name}'s defaults:"
+    return [head + (" none." if not lines else "")] + lines
+
+
+def _run_line(plan):
+    run, steps = plan.run, plan.accumulation
+    per_update = "one update a step" if steps == 1 else f"an update every {steps} steps"
+    return (f"run: {run.epochs} epochs of {run.steps_per_epoch} steps, {per_update}: {plan.updates} updates "
+            f"({_number(run.steps_per_epoch / steps)} an epoch).")
+
+
+def explain(config, run=None, workers=None):
+    """The summary of what ``config`` will do, as lines of text.
+
+    Args:
+        config (BoostConfig, dict or str): the config (as ``BoostConfig.coerce`` takes it).
+        run (Run): the run it trains in; default None: ``grad_freeze.total_steps`` is the run length assumed.
+        workers (int): data-parallel workers, >= 1, for what AdaSum does; default None: not said.
+
+    Returns:
+        list of str: the lines, without line ends; details of a feature are indented by two spaces.
+
+    Raises:
+        TypeError, ValueError: as ``BoostConfig.coerce``; ``run`` not a ``Run``; ``workers`` not an int >= 1.
+    """
+    config = BoostConfig.coerce(config)
+    if run is not None and not isinstance(run, Run):
+        raise TypeError(f"For 'explain', 'run' must be a boost_cells.explain.Run or None, but got "
+                        f"{type(run).__name__}.")
+    if workers is not None:
+        check("explain", "workers", workers)
+    plan = _Plan(config, run)
+    on = [name for name in FEATURES if config.enabled(name)]
+    off = [name for name in FEATURES if not config.enabled(name)]
+    mode = config.section("boost")["mode"]
+    lines = [f"level {config.level_name}; features (boost.mode {_json(mode)}: {_MODES[mode]}): on: "
+             f"{', '.join(on) or 'none'}; off: {', '.join(off) or 'none'}."]
+    lines += _differing_lines(config)
+    if run is not None:
+        lines.append(_run_line(plan))
+    return lines + _feature_lines(plan, workers)
+
+
+def summary(config, run=None):
+    """One line of ``explain``: the level, the features on, and for gradient freezing its schedule and when it can
+    start (in the run, with ``run``); the line ``Model.train`` logs at INFO.
+
+    Args and Raises: as ``explain`` (without ``workers``).
+    """
+    config = BoostConfig.coerce(config)
+    plan = _Plan(config, run)
+    on = [name for name in FEATURES if config.enabled(name)]
+    if plan.accumulation > 1:
+        on[on.index("grad_accumulation")] += f" ({plan.accumulation} micro-steps)"
+    if config.loss_scale is not None:
+        on.append(f"{config.loss_scale['type']} loss scale")
+    line = f"boost level {config.level_name}: " + (", ".join(on) + " on" if on else "no feature on")
+    if config.enabled("grad_freeze"):
+        line += "; " + _freezing_summary(plan)
+    return line + "."
+
+
+def _freezing_summary(plan):
+    section = plan.freeze
+    first = _first_frozen_update(section)
+    what = f"{_schedule_name(section)} freezing of {_groups(section['param_groups'])}"
+    if first is None:
+        return what + " never freezes"
+    if plan.run is not None and first > plan.updates:
+        return what + f" never starts in this run of {plan.updates} updates (it would at update {first})"
+    where = plan.at(first) + ("" if plan.run is not None else f" of total_steps {plan.length}")
+    cache = ", frozen-prefix cache on" if section["cache_frozen_prefix"] and _freezes_for_good(section) else ""
+    return what + f" can start at {where}{cache}"
