@@ -191,10 +191,10 @@ def _no_duplicate_keys(pairs):
 class BoostConfig:
     """An immutable, validated boost configuration.
 
-    Build it with ``BoostConfig.from_file(path)``, ``BoostConfig.from_dict(d)`` or ``BoostConfig.level("O1")``;
-    ``to_dict()`` gives every key with its value and round-trips through ``from_dict``. ``given(path)`` tells a key
-    the user wrote from one filled in with its default (``Model.train`` sets a left-out
-    ``grad_freeze.total_steps`` from the run).
+    Build it with ``BoostConfig.from_file(path)``, ``BoostConfig.from_dict(d)`` or ``BoostConfig.level("O1")``, and a
+    changed copy with ``replace(section, **values)``; ``to_dict()`` gives every key with its value and round-trips
+    through ``from_dict``. ``given(path)`` tells a key the user wrote from one filled in with its default
+    (``Model.train`` sets a left-out ``grad_freeze.total_steps`` from the run).
 
     Attributes:
         level_name (str): "O0", "O1" or "O2".
@@ -340,6 +340,25 @@ class BoostConfig:
             raise ValueError(f"For 'BoostConfig.given', 'path' must be a key path 'section.key' with section in "
                              f"{sorted(SCHEMA)} and a key of that section, but got {path!r}.")
         return path in self._given
+
+    def replace(self, section, **values):
+        """This config with ``values`` set in ``section`` (checked as ``from_dict`` checks them). The keys set count as
+        given (written, not defaults); every other key keeps what ``given`` said of it, so the keys the user left out
+        stay left out (a ``from_dict(to_dict())`` round trip gives every key). ``Model.train`` fits ``grad_freeze`` to
+        its run with it. The warnings given when this config was built are not repeated.
+
+        Raises:
+            ValueError: an unknown section or key, or a value its rule refuses (naming the key path).
+        """
+        raw = self.to_dict()
+        raw.setdefault(section, {}).update(values)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BoostConfigWarning)
+            config = BoostConfig(raw)
+        # Built from to_dict, every key of `config` counts as given; restore what the user wrote (the one write
+        # after __init__, on a config no caller has seen yet).
+        object.__setattr__(config, "_given", self._given | {f"{section}.{key}" for key in values})
+        return config
 
     def to_dict(self):
         """Every key with its value; ``BoostConfig.from_dict(c.to_dict()) == c``."""

@@ -80,8 +80,9 @@ def _scale(value):
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _groups(count):
-    return f"{count} group" + ("" if count == 1 else "s")
+def _plural(count, word):
+    """``count`` and ``word``, plural unless the count is 1 ("1 update", "528 updates")."""
+    return f"{count} {word}" + ("" if count == 1 else "s")
 
 
 class _Plan:
@@ -107,18 +108,22 @@ class _Plan:
         """The run length the freezing schedule is made for: ``grad_freeze.total_steps`` as the train cell gets it."""
         return self.freeze["total_steps"]
 
-    def at(self, update):
-        """``update`` (counted from 1) in words: of how many, and in which epoch of the run (its last micro-step's)."""
+    def at(self, update, brief=False):
+        """``update`` (counted from 1) in words: of how many (unless ``brief``), and in which epoch of the run (its
+        last micro-step's)."""
         if self.run is None:
             return f"update {update}"
         if update > self.updates:
-            return f"update {update}, after the run's {self.updates} updates"
+            return f"update {update}, after the run's {_plural(self.updates, 'update')}"
         epoch = -(-update * self.accumulation // self.run.steps_per_epoch)
+        if brief:
+            return f"update {update} (epoch {epoch})"
         return f"update {update} of {self.updates} (epoch {epoch} of {self.run.epochs})"
 
     def epochs(self, updates):
         """A number of updates in epochs of the run (a run is needed)."""
-        return f"{_number(updates * self.accumulation / self.run.steps_per_epoch)} epochs"
+        epochs = _number(updates * self.accumulation / self.run.steps_per_epoch)
+        return f"{epochs} epoch" + ("" if epochs == "1" else "s")
 
 
 def _schedule_name(section):
@@ -190,12 +195,14 @@ def _schedule_lines(plan):
         interval = f"auto_interval_share {section['auto_interval_share']:g} of {length}"
         if plan.run is not None:
             interval += f", {plan.epochs(criterion.interval)}"
+        warmup = f"auto_warmup_share {section['auto_warmup_share']:g} of {length}"
+        warmup = f"nothing freezes before {start}: the first {_plural(criterion.warmup, 'update')} ({warmup}) " \
+            "train every group" if criterion.warmup else f"no warm-up ({warmup})"
         return [f"grad_freeze: {name}: front groups freeze for good, front to back, one at a decision, once the "
                 "front trained group's mean gradient norm changed by less than auto_threshold "
                 f"{section['auto_threshold']:g} between two decisions; the last group (the head) never freezes.",
-                f"  when: nothing freezes before {start}: the first {criterion.warmup} updates (auto_warmup_share "
-                f"{section['auto_warmup_share']:g} of {length}) train every group. Then a decision every "
-                f"{criterion.interval} updates ({interval}) may freeze one more group."]
+                f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
+                "freeze one more group."]
     if kind == CONTINUOUS:
         cycle = continuous_cycle(groups, freeze_p)
         frozen = sum(1 for index in cycle if index > 0)
@@ -210,10 +217,12 @@ def _schedule_lines(plan):
                 f"{_percent(1 - freeze_p)} of the updates so far froze, from a group drawn at random (shallow "
                 f"freezing likelier): about {_percent(1 - freeze_p)} of the updates freeze, none for good.",
                 f"  when: freezing starts at {start}."]
-    stages = "; ".join(f"from group {k} on from {plan.at(update)}" for k, update in _progressive_starts(section)[1:])
-    return [f"grad_freeze: {name}: a sequence {drawn}. The first {first - 1} updates "
-            f"(freeze_p {freeze_p:g} of {length}) train every group; then the front groups freeze for good, in "
-            f"equal stages over the remaining updates, up to training from group {groups - 1} on to the end.",
+    stages = "; ".join(f"from group {k} on from {plan.at(update, brief=True)}"
+                       for k, update in _progressive_starts(section)[1:])
+    whole = f"The first {_plural(first - 1, 'update')} (freeze_p {freeze_p:g} of {length}) train every group; then" \
+        if first > 1 else f"From the first update (freeze_p {freeze_p:g})"
+    return [f"grad_freeze: {name}: a sequence {drawn}. {whole} the front groups freeze for good, in equal stages "
+            f"over the remaining updates, up to training from group {groups - 1} on to the end.",
             f"  when: freezing starts at {start}, training from group 1 on" + (f"; {stages}." if stages else ".")]
 
 
@@ -228,11 +237,11 @@ def _total_steps_line(plan):
                 "Model.train sets a left-out total_steps from its run (give the run's epochs and steps per epoch to "
                 "see that run).")
     if not plan.total_given:
-        return f"  total_steps: left out, so Model.train sets it from the run: {total} updates."
+        return f"  total_steps: left out, so Model.train sets it from the run: {_plural(total, 'update')}."
     if total == plan.updates:
         return f"  total_steps: {total} (given), the run's updates."
-    return (f"  total_steps: {total} (given), but the run has {plan.updates} updates: Model.train keeps the given one "
-            f"(and warns), so the schedule is made for {total} updates.")
+    return (f"  total_steps: {total} (given), but the run has {_plural(plan.updates, 'update')}: Model.train keeps "
+            f"the given one (and warns), so the schedule is made for {_plural(total, 'update')}.")
 
 
 def _groups_line(section):
@@ -276,7 +285,7 @@ def _freezing_lines(plan):
     if plan.run is not None and plan.length != plan.updates and counts_steps(section):
         strategy = None if is_automatic(section["freeze_type"]) else freeze_index_sequence(
             section["param_groups"], section["freeze_type"], section["freeze_p"], plan.length, section["seed"])
-        lines.append(f"  in this run of {plan.updates} updates: {in_run(section, strategy, plan.updates)}")
+        lines.append(f"  in this run of {_plural(plan.updates, 'update')}: {in_run(section, strategy, plan.updates)}")
     return lines + _cache_lines(section)
 
 
@@ -359,8 +368,9 @@ def _feature_lines(plan, workers):
     lines += _loss_scale_lines(config)
     report = config.section("diagnostics")["overflow_report"]
     if report is not None:
-        lines.append(f"overflow report: the first overflowing step's report goes to {_json(report)} (a host-side "
-                     "feature of the loss-scale cell: not in dataset sink mode on GPU/Ascend).")
+        lines.append(f"overflow report: the first overflowing step's report goes to {_json(report)}. The loss-scale "
+                     "cell writes it, so it needs a loss scale ('loss_scale' section or a loss_scale_manager); a "
+                     "host-side feature, so not in dataset sink mode on GPU/Ascend.")
     if not any(config.features.values()):
         lines.insert(0, "Nothing is on: the train cell is a plain training step (nn.TrainOneStepCell's)."
                      if config.loss_scale is None else "No boost feature is on.")
@@ -388,8 +398,8 @@ def _differing_lines(config):
 def _run_line(plan):
     run, steps = plan.run, plan.accumulation
     per_update = "one update a step" if steps == 1 else f"an update every {steps} steps"
-    return (f"run: {run.epochs} epochs of {run.steps_per_epoch} steps, {per_update}: {plan.updates} updates "
-            f"({_number(run.steps_per_epoch / steps)} an epoch).")
+    return (f"run: {_plural(run.epochs, 'epoch')} of {_plural(run.steps_per_epoch, 'step')}, {per_update}: "
+            f"{_plural(plan.updates, 'update')} ({_number(run.steps_per_epoch / steps)} an epoch).")
 
 
 def explain(config, run=None, workers=None):
@@ -446,11 +456,11 @@ def summary(config, run=None):
 def _freezing_summary(plan):
     section = plan.freeze
     first = _first_frozen_update(section)
-    what = f"{_schedule_name(section)} freezing of {_groups(section['param_groups'])}"
+    what = f"{_schedule_name(section)} freezing of {_plural(section['param_groups'], 'group')}"
     if first is None:
         return what + " never freezes"
     if plan.run is not None and first > plan.updates:
-        return what + f" never starts in this run of {plan.updates} updates (it would at update {first})"
+        return what + f" never starts in this run of {_plural(plan.updates, 'update')} (it would at update {first})"
     where = plan.at(first) + ("" if plan.run is not None else f" of total_steps {plan.length}")
     cache = ", frozen-prefix cache on" if section["cache_frozen_prefix"] and _freezes_for_good(section) else ""
     return what + f" can start at {where}{cache}"

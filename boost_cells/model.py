@@ -23,13 +23,12 @@ summary at DEBUG. The package adds no log handler, so nothing shows unless the p
 """
 import dataclasses
 import logging
-import warnings
 
 import mindspore as ms
 from mindspore import nn
 
 from .auto_boost import AutoBoost
-from .config import BoostConfig, BoostConfigWarning, warn_user
+from .config import warn_user
 from .distributed import parallel_info
 from .explain import Run, explain, summary
 from .host_hooks import FrozenPrefixHook
@@ -64,15 +63,6 @@ def _steps_per_epoch(dataset, dataset_sink_mode, sink_size):
     if dataset_sink_mode and sink_size > 0 and device_target() != "CPU":
         return sink_size
     return dataset.get_dataset_size()
-
-
-def _with_grad_freeze(config, **keys):
-    """``config`` with the ``grad_freeze`` ``keys`` set (its warnings, given when it was built, are not repeated)."""
-    raw = config.to_dict()
-    raw["grad_freeze"].update(keys)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BoostConfigWarning)
-        return BoostConfig.from_dict(raw)
 
 
 def _carry_own_state(previous, cell):
@@ -175,26 +165,27 @@ class Model(ModelBuildHooks):
             BoostConfigWarning: a schedule made for another number of updates than the run has; the cache left out
                 in sink mode.
         """
-        changes = {}
+        sink, fit = {}, {}
         if dataset_sink_mode and device_target() in ("GPU", "Ascend"):
-            changes.update(self._sink_mode_changes())
+            sink = self._sink_mode_changes()
         if self._schedule_steps:
-            changes.update(self._fit_schedule_to_run(epoch, _steps_per_epoch(train_dataset, dataset_sink_mode,
-                                                                              sink_size)))
-        if changes:
-            self.boost.config = _with_grad_freeze(self.boost.config, **changes)
+            fit = self._fit_schedule_to_run(epoch, _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size))
+        # The config as this run uses it, but with a total_steps that this call fits still left out: the summary
+        # then says it comes from the run (and counts it as this call did).
+        logged = self.boost.config.replace("grad_freeze", **sink) if sink else self.boost.config
+        if sink or fit:
+            self.boost.config = self.boost.config.replace("grad_freeze", **sink, **fit)
             optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
             previous = self.replace_train_network(optimizer)
             _carry_own_state(previous, self.train_network)
-        self._log_boost(epoch, train_dataset, dataset_sink_mode, sink_size)
+        self._log_boost(logged, epoch, train_dataset, dataset_sink_mode, sink_size)
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
 
-    def _log_boost(self, epoch, dataset, dataset_sink_mode, sink_size):
-        """Log what the boost config does in the run of ``epoch`` epochs over ``dataset`` (see ``train``); in run
-        numbers unless ``epoch`` or the dataset's size is not a count, which MindSpore's own checks then refuse."""
+    def _log_boost(self, config, epoch, dataset, dataset_sink_mode, sink_size):
+        """Log what ``config`` does in the run of ``epoch`` epochs over ``dataset`` (see ``train``); in run numbers
+        unless ``epoch`` or the steps an epoch are not a count, which MindSpore's own checks then refuse."""
         if not _LOG.isEnabledFor(logging.INFO):
             return
-        config = self.boost.config
         if self._optimizer is None and any(config.features.values()):
             _LOG.info("boost level %s not applied: the network trains as it is (the Model has no optimizer).",
                       config.level_name)

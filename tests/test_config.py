@@ -1,6 +1,7 @@
 """BoostConfig and AutoBoost: resolution rules, strict validation, round trips, no shared mutable state."""
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,25 @@ def test_shipped_configs_spell_out_every_key(path):
         assert not config.given("grad_freeze.total_steps")
         assert dict(config.features) == dict(LEVELS[path.stem])
     assert raw == expected
+
+
+def test_replace_sets_keys_and_keeps_what_the_user_left_out():
+    """replace(section, **values): the values set (and checked by their rules, naming the key path), the keys set
+    given, every other key as given or left out as before (a to_dict round trip would give every key); the
+    config's warnings are not repeated."""
+    with pytest.warns(BoostConfigWarning):
+        config = BoostConfig.from_dict({"level": "O1", "boost": {"adasum": True}, "grad_freeze": {"freeze_p": 0.5}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = config.replace("grad_freeze", total_steps=528)
+    assert fitted.section("grad_freeze")["total_steps"] == 528 and fitted.given("grad_freeze.total_steps")
+    assert fitted.given("grad_freeze.freeze_p") and not fitted.given("grad_freeze.seed")
+    assert not fitted.given("less_bn.fn_flag") and fitted.features == config.features
+    assert config.section("grad_freeze")["total_steps"] == 65536 and not config.given("grad_freeze.total_steps")
+    with pytest.raises(ValueError, match="'grad_freeze.total_steps' must be an int in"):
+        config.replace("grad_freeze", total_steps=0)
+    with pytest.raises(ValueError, match="unknown key 'total_step' in 'grad_freeze'"):
+        config.replace("grad_freeze", total_step=5)
 
 
 def test_autoboost_has_no_singleton_and_never_mutates_levels(graph_mode):
