@@ -1,7 +1,8 @@
 """boost_cells: training-step cells for MindSpore, a drop-in for ``mindspore.boost``.
 
 Loss-scaled training that runs on CPU, GPU and Ascend, gradient accumulation and AdaSum, configured by a
-validated JSON boost config, stand-alone or data-parallel. Every module path of ``mindspore.boost``
+validated JSON boost config, stand-alone or data-parallel. ``python -m boost_cells explain CONFIG.json`` prints what a
+config will do (``boost_cells.explain``; ``Model.train`` logs the same). Every module path of ``mindspore.boost``
 (``boost_cells.grad_accumulation``, ``boost_cells.boost_cell_wrapper``, ...) is an alias of this package's names
 (``boost_cells.reference_paths``).
 """

@@ -67,7 +67,10 @@ def _json(value):
 
 
 def _number(value):
-    """A count or share for reading: at most two decimals, no trailing zeros (44.0 -> "44", 0.591 -> "0.59")."""
+    """A count or share for reading: at most two decimals, no trailing zeros (44.0 -> "44", 0.591 -> "0.59"), one
+    significant digit below 0.01 (0.0002)."""
+    if 0 < abs(value) < 0.01:
+        return f"{value:.1g}"
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
@@ -139,8 +142,11 @@ def _freezes(section):
 
 
 def _freezes_for_good(section):
-    """Whether the schedule freezes front groups for good (progressive or automatic, when it freezes at all): what
-    the frozen-prefix cache needs."""
+    """Whether the schedule freezes front groups for good, what the frozen-prefix cache needs: progressive or
+    automatic when it freezes at all; a continuous cycle without an entry 0 (``freeze_p`` 0: group 0 never trains);
+    never an interval sequence (it starts with 0 and repeats)."""
+    if section["freeze_type"] == CONTINUOUS:
+        return min(continuous_cycle(section["param_groups"], section["freeze_p"])) > 0
     return _freezes(section) and (is_automatic(section["freeze_type"]) or section["freeze_type"] == PROGRESSIVE)
 
 
@@ -206,9 +212,10 @@ def _schedule_lines(plan):
     if kind == CONTINUOUS:
         cycle = continuous_cycle(groups, freeze_p)
         frozen = sum(1 for index in cycle if index > 0)
+        for_good = "no group freezes for good" if min(cycle) == 0 else "group 0 never trains (freeze_p 0)"
         return [f"grad_freeze: {name}: a fixed cycle of {len(cycle)} updates, repeated: {len(cycle) - frozen} train "
                 f"every group, then one update each trains from group 1, ..., {groups - 1} on; so {frozen} of every "
-                f"{len(cycle)} updates ({_percent(frozen / len(cycle))}) freeze, and no group freezes for good.",
+                f"{len(cycle)} updates ({_percent(frozen / len(cycle))}) freeze, and {for_good}.",
                 f"  when: freezing starts at {start}. total_steps is not used: the cycle needs no run length."]
     drawn = f"drawn in advance for int(total_steps * 1.01) = {sequence_length(length)} updates"
     if kind == INTERVAL:

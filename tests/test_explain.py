@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import mindspore as ms
 import mindspore.dataset as ds
@@ -19,7 +20,7 @@ import pytest
 from mindspore import nn
 from mindspore.train import Callback
 
-from boost_cells import BoostConfig, Model
+from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model
 from boost_cells.__main__ import main
 from boost_cells.explain import Run, explain, summary
 from boost_cells.freezing import auto_criterion, freeze_index_sequence
@@ -239,6 +240,22 @@ def test_frozen_prefix_cache_applies_only_to_schedules_that_freeze_for_good():
     assert "frozen-prefix cache: asked for, but the interval schedule here never freezes a group for good, so " \
            "nothing is cached" in interval and "it still needs a network of stages" in interval
     assert "cache" not in summary(freeze(param_groups=3, freeze_type=1, cache_frozen_prefix=True))
+
+
+@pytest.mark.parametrize("grad_freeze", [
+    {"freeze_type": 2, "freeze_p": 0.5}, {"freeze_type": "auto"}, {"freeze_type": 1},
+    {"freeze_type": 0, "freeze_p": 0.5}, {"freeze_type": 0, "freeze_p": 0},
+])
+def test_the_cache_applies_exactly_where_the_train_cell_builds_it(grad_freeze):
+    """What the summary says of the cache is what BoostTrainOneStepCell does with the config on a staged network
+    (a continuous cycle at freeze_p 0 never trains group 0, so that group is frozen for good and cached)."""
+    config = freeze(param_groups=3, cache_frozen_prefix=True, total_steps=20, **grad_freeze)
+    net = nn.SequentialCell([nn.Dense(4, 8), nn.Tanh(), nn.Dense(8, 8), nn.Tanh(), nn.Dense(8, 3)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoostConfigWarning)
+        cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params()),
+                                     boost_config=config)
+    assert ("frozen-prefix cache: applies" in text(config)) == (cell.prefix_cache is not None)
 
 
 def test_a_schedule_that_never_freezes_says_so():
