@@ -142,8 +142,8 @@ def test_a_resumed_run_gets_the_schedule_and_the_state_of_the_uninterrupted_one(
     ({"freeze_type": 1, "freeze_p": 0.5, "total_steps": 100},
      ["Freezing starts at update 2 all the same", "uses only the first 8 of its int(100 * 1.01) = 101 entries"]),
     ({"freeze_type": "auto", "total_steps": 100},
-     ["= 100 updates, but the run has 8", "decides every 5 updates and freezes nothing before update 26, so freezing "
-      "never starts in this run", "Made for 8 updates, it would decide every 1 updates from update 3"]),
+     ["= 100 updates, but the run has 8", "decides every 5 updates and freezes nothing before update 31, so freezing "
+      "never starts in this run", "Made for 8 updates, it would decide every update from update 4"]),
     ({"freeze_type": "auto", "total_steps": 4, "auto_interval_share": 0.5, "auto_warmup_share": 0.5},
      ["decides every 2 updates and freezes nothing before update 3, 25% into this run rather than 50%",
       "Made for 8 updates, it would decide every 4 updates from update 5"]),

@@ -291,7 +291,7 @@ def test_errors_name_what_is_needed():
 
     unstaged = Unstaged()
     with pytest.raises(TypeError, match="'grad_freeze.cache_frozen_prefix' needs a network whose stages can be "
-                                        "split: an nn.SequentialCell or boost_cells.transforms.Stages"):
+                                        "split: an nn.SequentialCell or boost_cells.Stages"):
         build_train_network(nn.WithLossCell(unstaged, LOSS), nn.Momentum(unstaged.trainable_params(), 0.1, 0.9),
                             cache_config())
     net = staged_net()

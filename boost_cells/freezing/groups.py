@@ -65,7 +65,7 @@ class GradientFreeze:
     """
 
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
-                 auto_warmup_share=0.25, auto_threshold=0.3, cache_frozen_prefix=False, cache_max_mb=2048):
+                 auto_warmup_share=0.3, auto_threshold=0.5, cache_frozen_prefix=False, cache_max_mb=2048):
         check_freeze_args("GradientFreeze", freeze_type, freeze_p)
         self.cache_frozen_prefix = bool(check("GradientFreeze", "cache_frozen_prefix", cache_frozen_prefix))
         check("GradientFreeze", "cache_max_mb", cache_max_mb)

@@ -119,7 +119,7 @@ def staged_network(network, who="grad_freeze.cache_frozen_prefix"):
     if isinstance(inner, (nn.SequentialCell, Stages)) and len(list(inner)) >= 2:
         return StagedNetwork(list(inner), loss_fn, less_bn)
     raise TypeError(f"'{who}' needs a network whose stages can be split: an nn.SequentialCell or "
-                    "boost_cells.transforms.Stages of at least 2 stages (optionally in an nn.WithLossCell and under "
+                    "boost_cells.Stages of at least 2 stages (optionally in an nn.WithLossCell and under "
                     f"LessBN), but got {type(inner).__name__}. Build the network as Stages([...]) to declare its "
                     "stages, or set 'cache_frozen_prefix' to false: freezing works without the cache.")
 

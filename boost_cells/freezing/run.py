@@ -74,19 +74,24 @@ def _interval(strategy, section, updates):
     return what + f"the run uses only the first {updates} of its {drawn} entries."
 
 
+def _every(interval):
+    """"every update" or "every N updates"."""
+    return "every update" if interval == 1 else f"every {interval} updates"
+
+
 def _automatic(section, updates):
     """What the automatic schedule made for ``section["total_steps"]`` updates does in a run of ``updates``."""
     criterion = auto_criterion(section["total_steps"], section["auto_interval_share"],
                                section["auto_warmup_share"], section["auto_threshold"])
     fitted = auto_criterion(updates, section["auto_interval_share"], section["auto_warmup_share"],
                             section["auto_threshold"])
-    what = (f"The automatic schedule decides every {criterion.interval} updates and freezes nothing before update "
+    what = (f"The automatic schedule decides {_every(criterion.interval)} and freezes nothing before update "
             f"{criterion.warmup + 1}")
     if criterion.warmup >= updates:
         what += ", so freezing never starts in this run."
     else:
         what += f", {criterion.warmup / updates:.0%} into this run rather than {section['auto_warmup_share']:.0%}."
-    return what + (f" Made for {updates} updates, it would decide every {fitted.interval} updates from update "
+    return what + (f" Made for {updates} updates, it would decide {_every(fitted.interval)} from update "
                    f"{fitted.warmup + 1}.")
 
 
