@@ -53,7 +53,7 @@ class Block:
 
 
 def prose_lines(text):
-    """(line number, line) of ``text`` outside fenced code blocks, with inline code spans blanked."""
+    """(line number, line) of ``text`` outside fenced code blocks."""
     fence = None
     for number, line in enumerate(text.splitlines(), 1):
         match = FENCE.match(line)
@@ -62,7 +62,7 @@ def prose_lines(text):
         elif fence is not None and line.strip().startswith(fence) and not line.strip().strip("`"):
             fence = None
         elif fence is None:
-            yield number, re.sub(r"`[^`]*`", "``", line)
+            yield number, line
 
 
 def code_blocks(page):
@@ -109,22 +109,24 @@ def anchors(page):
 
 
 def link_problems(page):
-    """What is wrong with the relative links of the Markdown file ``page``: one line per missing file or
-    heading."""
+    """What is wrong with the relative links of the Markdown file ``page`` (a link's text may wrap lines): one line
+    per missing file or heading."""
     page = Path(page)
     problems = []
-    text = page.read_text(encoding="utf-8")
-    for number, line in prose_lines(text):
-        for target in LINK.findall(line):
-            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
-                continue
-            path, _, anchor = target.partition("#")
-            where = f"{page.name}:{number}: link {target}"
-            file = (page.parent / path).resolve() if path else page.resolve()
-            if not file.exists():
-                problems.append(f"{where}: no file {file}")
-            elif anchor and file.suffix == ".md" and anchor not in anchors(file):
-                problems.append(f"{where}: no heading with anchor #{anchor} in {file.name}")
+    lines = dict(prose_lines(page.read_text(encoding="utf-8")))
+    prose = "\n".join(lines.get(number, "") for number in range(1, max(lines, default=0) + 1))
+    prose = re.sub(r"`[^`]*`", lambda code: re.sub(r"[^\n]", " ", code.group()), prose)  # inline code is no link
+    for match in LINK.finditer(prose):
+        target = match.group(1)
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        where = f"{page.name}:{prose.count(chr(10), 0, match.start()) + 1}: link {target}"
+        file = (page.parent / path).resolve() if path else page.resolve()
+        if not file.exists():
+            problems.append(f"{where}: no file {file}")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            problems.append(f"{where}: no heading with anchor #{anchor} in {file.name}")
     return problems
 
 

@@ -36,7 +36,8 @@ SAMPLE = """# Sample
 ## A section
 
 Good: [the section](#a-section), [this page](sample.md#a-section), [the other page](other.md).
-Broken: [no file](missing.md), [no heading](other.md#nowhere), [no heading here](#nowhere).
+Broken: [no file](missing.md), [no heading](other.md#nowhere), [no heading here](#nowhere), [a link that
+wraps](elsewhere.md). Not links: `[code](missing.md)`.
 
 ```python
 print(undefined_name)
@@ -83,8 +84,9 @@ def test_the_checker_fails_a_broken_example_and_reports_a_broken_link(tmp_path):
     (tmp_path / "configs").mkdir()
 
     found = problems([page], docs)
-    assert len(found) == 6, found
+    assert len(found) == 7, found
     for words in ("link missing.md: no file", "link other.md#nowhere: no heading", "link #nowhere: no heading",
+                  "sample.md:6: link elsewhere.md: no file",
                   "nowhere/train.py does not exist", "bash block: say before it", "untagged block"):
         assert sum(words in problem for problem in found) == 1, (words, found)
 
