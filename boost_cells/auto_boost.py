@@ -65,7 +65,7 @@ class AutoBoost:
         training, so an O1 checkpoint (with the head's ``multiplier``) loads and evaluates as trained. A network
         without an ``nn.Dense`` gets no head (warned once per ``AutoBoost`` object, see
         ``network_auto_process_train``). In GRAPH_MODE MindSpore's ``less_bn`` pass then compiles the network
-        without the BatchNorms it matches, which depend on how the network is wrapped: see the README's LessBN
+        without the BatchNorms it matches, which depend on how the network is wrapped: see docs/less-bn.md
         section before evaluating a network through this that was not trained through the same transform."""
         if self.config.enabled("less_bn") and not is_less_bn(network):  # else LessBN leaves it as it is
             fn_flag = head_applies(network, self.config.section("less_bn")["fn_flag"], self._warned)

@@ -4,7 +4,7 @@ gradient_accumulation_op`` works wherever ``from mindspore.boost.grad_accumulati
 Each path is a module alias that the package registers when it is imported (``register``, called by
 ``boost_cells/__init__.py``), holding the reference module's ``__all__`` names, taken from the package's public
 names. Aliases rather than nine files: the reference's layout (``base``, ``boost``, a top-level ``dim_reduce``) is
-not boost_cells' (see the README's Layout), so the paths stay a face of the package, listed in one table, and no
+not boost_cells' (see docs/layout.md), so the paths stay a face of the package, listed in one table, and no
 name gets a second home. Python's own ``os.path`` is registered the same way. An alias is not a file: it exists once
 ``boost_cells`` is imported, which ``import boost_cells.grad_accumulation`` and ``from boost_cells.X import Y`` do
 first.

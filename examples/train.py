@@ -27,7 +27,8 @@ Data-parallel, two workers::
 
 With ``--checkpoint-dir DIR`` it trains through ``boost_cells.Model.train`` instead of its own loop, with a
 ``ModelCheckpoint`` (CRC-checked) at the end of every epoch into ``DIR/rank<r>/`` and, given ``--monitor``, a
-``BoostMonitor`` callback; ``--resume`` continues from the newest checkpoint there, the README's resume recipe::
+``BoostMonitor`` callback; ``--resume`` continues from the newest checkpoint there, the resume recipe of
+docs/reliability.md::
 
     msrun ... examples/train.py --config configs/loss_scale.json --checkpoint-dir ckpt --monitor run.jsonl
     msrun ... examples/train.py --config configs/loss_scale.json --checkpoint-dir ckpt --monitor run.jsonl --resume

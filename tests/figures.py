@@ -1,6 +1,6 @@
-"""What the reliability tests tried, counted as they run and printed at the end of the session (the README's
-"Reliability" table quotes a full run): ``add("config documents: damaged", 1)`` from a test, ``note(key, text)``
-for a measured figure."""
+"""What the reliability tests tried, counted as they run and printed at the end of the session
+(docs/reliability.md's "What the suite tries" table quotes a full run): ``add("config documents: damaged", 1)`` from
+a test, ``note(key, text)`` for a measured figure."""
 from collections import OrderedDict
 
 COUNTS = OrderedDict()

@@ -2,7 +2,7 @@
 ValueError naming a key path that is really wrong; never another exception, never a silent default for a key the
 user wrote.
 
-The documents come from the README's config table (every key, its type and range), written out here as an
+The documents come from docs/configs.md's key table (every key, its type and range), written out here as an
 independent oracle: ``expected_errors`` lists the key paths a document gets wrong. Documents are drawn near the
 valid ones (every key, random subsets, valid values) and then damaged at any depth: unknown keys at the top and in
 sections, sections that are not objects, wrong types (bool for int, strings for numbers, nested lists, objects),
@@ -74,7 +74,7 @@ def split_groups(v):
     return isinstance(v, list) and all(is_int(i) and i > 0 for i in v) and v == sorted(set(v))
 
 
-# The README's table: section -> key -> (default, validity of a value on its own).
+# docs/configs.md's key table: section -> key -> (default, validity of a value on its own).
 SPEC = {
     "boost": {"mode": ("auto", one_of("auto", "manual", "enable_all", "disable_all")),
               **{name: (False, is_bool) for name in FEATURES}},

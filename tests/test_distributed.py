@@ -240,11 +240,11 @@ def test_planted_faults_on_random_ranks_skip_on_every_rank(two_workers, four_wor
 
 
 def test_two_nodes_of_two_workers_equal_one_launch_of_four(four_workers, tmp_path):
-    """The README's multi-node command simulated on loopback: two msrun launches of 2 workers each, --node_rank 0
-    and 1, master 127.0.0.1, running O2 with AdaSum groups of 2 (one group per node). Within a group the replicas
-    are bit-identical (all ranks' weights are, AdaSum gives every rank the same combination), and every rank ends
-    bit-identical to the same rank of one launch of 4 workers. (The second launch runs msrun as a second machine
-    would: tests/distributed/msrun_other_node.py.)"""
+    """The multi-node command of docs/reliability.md simulated on loopback: two msrun launches of 2 workers each,
+    --node_rank 0 and 1, master 127.0.0.1, running O2 with AdaSum groups of 2 (one group per node). Within a group
+    the replicas are bit-identical (all ranks' weights are, AdaSum gives every rank the same combination), and every
+    rank ends bit-identical to the same rank of one launch of 4 workers. (The second launch runs msrun as a second
+    machine would: tests/distributed/msrun_other_node.py.)"""
     port = free_port()
     args = [WORKER, tmp_path, "o2_groups_of_2"]
     launches = [start_msrun(4, args, tmp_path / f"node{node}", local_workers=2, node_rank=node, port=port,

@@ -46,7 +46,8 @@ def test_o1_job_on_resnet_standalone():
 
 
 def test_o2_job_on_resnet_under_msrun(tmp_path):
-    """Level O2 (O1 plus AdaSum across the two workers, device_number 1) with the README's msrun command."""
+    """Level O2 (O1 plus AdaSum across the two workers, device_number 1) with the msrun command of
+    docs/data-parallel.md."""
     code, output = msrun(2, [TRAIN, "--config", "configs/O2.json", "--network", "resnet", "--epochs", "2",
                              "--min-accuracy", "0.9"], tmp_path / "logs", timeout=500)
     assert code == 0, output[-5000:]

@@ -25,7 +25,7 @@ from tests.helpers import Linear, batch, linear_setup
 from tests.launch import ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
-import train as example  # noqa: E402  (examples/train.py: the README's resume recipe)
+import train as example  # noqa: E402  (examples/train.py: docs/reliability.md's resume recipe)
 
 X, Y = (Tensor(a) for a in batch())
 

@@ -105,7 +105,7 @@ def test_the_run_counts_updates_and_the_steps_an_epoch_really_runs(monkeypatch):
 
 def test_a_resumed_run_gets_the_schedule_and_the_state_of_the_uninterrupted_one():
     """Progressive at freeze_p 0.75 over 2 epochs (total_steps 8: freezing from update 7). A run resumed at epoch 1
-    from the state after epoch 1, loaded into the train network before train (the README's recipe), ends
+    from the state after epoch 1, loaded into the train network before train (docs/reliability.md's recipe), ends
     bit-identical to the uninterrupted one: its schedule is the whole run's, not its 4 remaining updates' (which
     would freeze from the resume on), and the rebuild kept the loaded position."""
     net, model = model_for({"freeze_type": 2, "freeze_p": 0.75})

@@ -1,6 +1,7 @@
-"""Kill and resume, end to end, through the README's own path: 2-worker msrun jobs of examples/train.py's
-``train_with_model`` (``boost_cells.Model.train`` with ``ModelCheckpoint``, ``BoostMonitor``, the README's data
-sharding), relaunched with the README's resume recipe (``load_checkpoint`` + ``Model.train(..., initial_epoch=)``).
+"""Kill and resume, end to end, through docs/reliability.md's own path: 2-worker msrun jobs of examples/train.py's
+``train_with_model`` (``boost_cells.Model.train`` with ``ModelCheckpoint``, ``BoostMonitor``, the data sharding of
+docs/data-parallel.md), relaunched with the resume recipe of docs/reliability.md (``load_checkpoint`` +
+``Model.train(..., initial_epoch=)``).
 
 Two jobs in all (a launch costs ~15-20 s). The first trains three cases one after another, each up to a chosen
 step after its last checkpoint: two end there by an exception out of ``Model.train`` (the process goes on, as it must

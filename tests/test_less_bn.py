@@ -432,7 +432,7 @@ BOTTLENECK_NESTED = BOTTLENECK_DIRECT + ["2.body.1", "2.body.4"]
                                                   (bottleneck_resnet, BOTTLENECK_DIRECT, BOTTLENECK_NESTED)],
                          ids=["basic", "bottleneck"])
 def test_less_bn_pass_drops_by_structure_and_wrapping(mode, make, direct, nested):
-    """Which BatchNorms MindSpore's less_bn pass compiles away (README, LessBN): in GRAPH_MODE, under LessBN(net)
+    """Which BatchNorms MindSpore's less_bn pass compiles away (docs/less-bn.md): in GRAPH_MODE, under LessBN(net)
     only a projection bottleneck's bn1, bn2 and shortcut BN; under LessBN(a cell holding net) also the first
     BatchNorm of every basic block (and a projection block's shortcut BN) and bn1, bn2 of every bottleneck. A
     flagged network compiled inside a cell without the flag, and PyNative mode, keep every BatchNorm."""
@@ -446,7 +446,7 @@ def test_less_bn_pass_drops_by_structure_and_wrapping(mode, make, direct, nested
 
 
 def test_o1_trained_network_evaluates_plainly_but_a_plain_one_not_through_o1(graph_mode):
-    """What the pass means for evaluating (README, LessBN). Trained under LessBN(a cell holding net), the dropped
+    """What the pass means for evaluating (docs/less-bn.md). Trained under LessBN(a cell holding net), the dropped
     BatchNorms keep their initial gamma 1, beta 0, mean 0, variance 1, which in inference is x / sqrt(1 + eps):
     the plain network, network_auto_process_eval(net) and network_auto_process_eval(a cell holding net) all give
     the trained network's logits. A network whose BatchNorms were all trained (plainly, or pretrained) loses

@@ -207,7 +207,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, caps
 
 def test_example_writes_a_monitor_log_that_plots(tmp_path):
     """examples/train.py --monitor, float16 (O2) under the log2 policy, one epoch, then python -m boost_cells.plot on
-    its log, as the README shows them."""
+    its log, as docs/monitor.md shows them."""
     log = tmp_path / "run.jsonl"
     result = subprocess.run([sys.executable, "examples/train.py", "--config", "configs/log2_loss_scale.json",
                              "--amp-level", "O2", "--epochs", "1", "--monitor", str(log)], cwd=ROOT,

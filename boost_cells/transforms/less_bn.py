@@ -5,7 +5,7 @@ the ``less_bn`` boost's training transform (network and optimizer).
 GRAPH_MODE it compiles residual blocks without some of their BatchNorms: under ``LessBN(net)`` a projection
 bottleneck's first two and its shortcut's; under ``LessBN(a cell holding net)`` (a network with loss) also the
 first BatchNorm of every basic block, the first two of every bottleneck and the BatchNorm of projection shortcuts
-(the README's LessBN section has the measured table; ``tests/test_less_bn.py`` pins it). With ``fn_flag`` the last
+(docs/less-bn.md has the measured table; ``tests/test_less_bn.py`` pins it). With ``fn_flag`` the last
 ``nn.Dense`` becomes a ``CommonHeadLastFN``. Unlike ``mindspore.boost.LessBN``, no parameter
 is renamed: the wrapper does not prefix names, and the head's parameters carry the replaced Dense's prefix.
 """

@@ -1,6 +1,6 @@
-"""Kill-and-resume runs through the README's own path, for an msrun job: examples/train.py's ``train_with_model``
-(``boost_cells.Model.train`` with ``ModelCheckpoint``, ``BoostMonitor``, the README's data sharding and resume
-recipe), several runs one after another in one job.
+"""Kill-and-resume runs through docs/reliability.md's own path, for an msrun job: examples/train.py's
+``train_with_model`` (``boost_cells.Model.train`` with ``ModelCheckpoint``, ``BoostMonitor``, the data sharding of
+docs/data-parallel.md and the resume recipe of docs/reliability.md), several runs one after another in one job.
 
 Usage (from tests/test_kill_resume.py): ``msrun ... tests/distributed/resume_worker.py OUT_DIR RUN [RUN...]`` with
 each RUN ``CASE:PHASE[:STEP]``:

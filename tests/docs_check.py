@@ -1,0 +1,179 @@
+"""Checks of the documentation (README.md and docs/*.md): its code blocks and its relative links.
+
+Every fenced code block says its language. A ``python`` block is a complete program, run as written in a fresh
+process, unless the line before it marks it as an excerpt and names the file that holds the complete version::
+
+    <!-- excerpt: complete version in examples/train.py -->
+
+A shell block (``bash``, ``sh``, ``shell``, ``console``) is never run from the docs: the line before it says
+which test or script runs it, or why nothing does::
+
+    <!-- run by tests/test_monitor.py -->
+    <!-- not run by the tests: a 40-minute benchmark -->
+
+Every relative link (``[text](path)``, ``[text](path#anchor)``, ``[text](#anchor)``, images too) must name an
+existing file and, with an anchor, a heading of that file by GitHub's slug rules.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+SHELLS = {"bash", "sh", "shell", "console"}
+EXCERPT = re.compile(r"<!-- excerpt: complete version in (\S+?)(?:[ ,;:].*)? -->")
+RUN_BY = re.compile(r"<!-- run by (\S.*\S) -->")
+NOT_RUN = re.compile(r"<!-- not run by the tests: (\S.*\S) -->")
+FENCE = re.compile(r"^ {0,3}(`{3,})\s*([\w+-]*)")
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block: its page, the line of its opening fence, its language, its code, and the HTML comment
+    on the line before it (or "")."""
+
+    page: Path
+    line: int
+    language: str
+    code: str
+    marker: str
+
+    @property
+    def name(self):
+        return f"{self.page.name}:{self.line}"
+
+    @property
+    def runs(self):
+        """Whether the docs test runs it: a python block not marked as an excerpt."""
+        return self.language == "python" and not self.marker.startswith("<!-- excerpt:")
+
+
+def prose_lines(text):
+    """(line number, line) of ``text`` outside fenced code blocks."""
+    fence = None
+    for number, line in enumerate(text.splitlines(), 1):
+        match = FENCE.match(line)
+        if fence is None and match:
+            fence = match.group(1)
+        elif fence is not None and line.strip().startswith(fence) and not line.strip().strip("`"):
+            fence = None
+        elif fence is None:
+            yield number, line
+
+
+def code_blocks(page):
+    """The fenced code blocks of the Markdown file ``page``, in order."""
+    blocks, lines = [], Path(page).read_text(encoding="utf-8").splitlines()
+    index = 0
+    while index < len(lines):
+        match = FENCE.match(lines[index])
+        if not match:
+            index += 1
+            continue
+        fence, start = match.group(1), index
+        index += 1
+        while index < len(lines) and not (lines[index].strip().startswith(fence)
+                                          and not lines[index].strip().strip("`")):
+            index += 1
+        before = next((line.strip() for line in reversed(lines[:start]) if line.strip()), "")
+        blocks.append(Block(Path(page), start + 1, match.group(2).lower(), "\n".join(lines[start + 1:index]) + "\n",
+                            before if before.startswith("<!--") else ""))
+        index += 1
+    return blocks
+
+
+def slug(heading):
+    """GitHub's anchor for a heading's text: markup dropped, lower case, every character but letters, digits,
+    ``_``, ``-`` and spaces removed, spaces made hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text).replace("`", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page):
+    """Every heading anchor of the Markdown file ``page``; a repeated heading gets ``-1``, ``-2``, ... as on
+    GitHub."""
+    seen, result = {}, set()
+    for _, line in prose_lines(Path(page).read_text(encoding="utf-8")):
+        match = HEADING.match(line)
+        if match:
+            base = slug(match.group(1))
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            result.add(base if count == 0 else f"{base}-{count}")
+    return result
+
+
+def link_problems(page):
+    """What is wrong with the relative links of the Markdown file ``page`` (a link's text may wrap lines): one line
+    per missing file or heading."""
+    page = Path(page)
+    problems = []
+    lines = dict(prose_lines(page.read_text(encoding="utf-8")))
+    prose = "\n".join(lines.get(number, "") for number in range(1, max(lines, default=0) + 1))
+    prose = re.sub(r"`[^`]*`", lambda code: re.sub(r"[^\n]", " ", code.group()), prose)  # inline code is no link
+    for match in LINK.finditer(prose):
+        target = match.group(1)
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        where = f"{page.name}:{prose.count(chr(10), 0, match.start()) + 1}: link {target}"
+        file = (page.parent / path).resolve() if path else page.resolve()
+        if not file.exists():
+            problems.append(f"{where}: no file {file}")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            problems.append(f"{where}: no heading with anchor #{anchor} in {file.name}")
+    return problems
+
+
+def marker_problems(block, root):
+    """What is wrong with ``block``'s marking: a shell block needs "run by" or "not run by the tests", an excerpt
+    must name an existing file, and a block needs a language."""
+    where = f"{block.name}: {block.language or 'untagged'} block"
+    if not block.language:
+        return [f"{where}: give the fence a language (python, bash, text, ...)"]
+    if block.language == "python" and block.marker.startswith("<!-- excerpt:"):
+        match = EXCERPT.fullmatch(block.marker)
+        if match is None:
+            return [f"{where}: write the excerpt marker as <!-- excerpt: complete version in PATH -->"]
+        if not (root / match.group(1)).exists():
+            return [f"{where}: the complete version {match.group(1)} does not exist"]
+    if block.language in SHELLS and not (RUN_BY.fullmatch(block.marker) or NOT_RUN.fullmatch(block.marker)):
+        return [f"{where}: say before it <!-- run by tests/... --> or <!-- not run by the tests: why -->"]
+    return []
+
+
+def problems(pages, root):
+    """Every link and marker problem of the Markdown ``pages`` (paths) of the repository at ``root``."""
+    found = []
+    for page in pages:
+        found += link_problems(page)
+        found += [problem for block in code_blocks(page) for problem in marker_problems(block, Path(root))]
+    return found
+
+
+def run_block(block, root, directory, timeout):
+    """Run the python ``block`` as a user who copied it would: as a file of its own in the empty ``directory``,
+    beside a copy of the repository's ``configs/`` (the pages say their examples run from the repository root),
+    in a fresh interpreter that imports boost_cells from ``root``. Returns the ``CompletedProcess``."""
+    directory = Path(directory)
+    shutil.copytree(Path(root) / "configs", directory / "configs")
+    script = directory / f"{block.page.stem}_{block.line}.py"
+    script.write_text(block.code, encoding="utf-8")
+    return subprocess.run([sys.executable, script.name], cwd=directory, capture_output=True, text=True,
+                          timeout=timeout, env=block_environment(root), check=False)
+
+
+def block_environment(root):
+    """The environment of a run block: this one, with ``root`` first on PYTHONPATH and MindSpore's C++ log quiet."""
+    paths = [str(root), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "GLOG_v": "3"}
+
+
+def pages(root):
+    """The documentation's Markdown files: README.md and docs/*.md."""
+    return [Path(root) / "README.md", *sorted((Path(root) / "docs").glob("*.md"))]
