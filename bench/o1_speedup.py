@@ -24,9 +24,9 @@ Workloads (examples/train.py's ``resnet``: a stem, three stages of two basic blo
 on scikit-learn's digits, ``load_data``'s 80/20 split; batch 32 per rank; Momentum 0.9, learning rate 0.05 decayed
 per epoch by half a cosine; GRAPH_MODE):
 
-- ``launch``: width 8 on the 8x8 digits, about 10 ms a step here: kernel launches and compiles dominate (the
-  README's example network);
-- ``compute``: width 16 on the digits upsampled to 16x16 (each pixel repeated 2x2), about 0.5 s a step here:
+- ``launch``: width 8 on the 8x8 digits (the ResNet examples/train.py trains for the level configs, with two blocks
+  a stage), about 40 ms a step here: kernel launches and compiles weigh most;
+- ``compute``: width 16 on the digits upsampled to 16x16 (each pixel repeated 2x2), about 0.55 s a step here:
   convolutions dominate.
 
 The batches come from examples/train.py's ``sharded_dataset``: round r's order is its loop's order for seed r, each
