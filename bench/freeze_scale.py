@@ -19,7 +19,7 @@ import os
 import sys
 
 import numpy as np
-from msrun_launch import ROOT, relaunch
+from msrun_launch import ROOT, join_data_parallel, relaunch
 
 import mindspore as ms
 import o1_speedup as speedup
@@ -78,10 +78,8 @@ HEADER = ["| workers | data | updates per rank | decision interval (updates) | f
 
 
 def worker(args):
-    from mindspore.communication import get_group_size, get_rank, init  # pylint: disable=import-outside-toplevel
-    init()
-    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
-    rank, rank_count = get_rank(), get_group_size()
+    """The msrun worker: O0 and O1 at both data sizes, data-parallel; rank 0 prints the rows."""
+    rank, rank_count = join_data_parallel()
     results = run(args.workload, args.epochs, rank, rank_count)
     if rank == 0:
         for row in report(results, rank_count):

@@ -26,3 +26,13 @@ def relaunch(script, worker_args, log_name, timeout):
                            stderr=subprocess.DEVNULL)
     with open(os.path.join(log_dir, "worker_0.log"), encoding="utf-8", errors="replace") as handle:
         return code, handle.readlines()
+
+
+def join_data_parallel():
+    """In an msrun worker: join the collective group, switch to DATA_PARALLEL with mean gradients; returns
+    ``(rank, rank count)``."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from mindspore.communication import get_group_size, get_rank, init  # pylint: disable=import-outside-toplevel
+    init()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    return get_rank(), get_group_size()

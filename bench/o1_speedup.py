@@ -56,7 +56,7 @@ import sys
 import time
 
 import numpy as np
-from msrun_launch import ROOT, relaunch
+from msrun_launch import ROOT, join_data_parallel, relaunch
 
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -278,10 +278,7 @@ def launch(args):
 
 def worker(args):
     """The msrun worker: plain data-parallel O0 against O2 on each workload; rank 0 prints the tables."""
-    from mindspore.communication import get_group_size, get_rank, init  # pylint: disable=import-outside-toplevel
-    init()
-    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
-    rank, rank_count = get_rank(), get_group_size()
+    rank, rank_count = join_data_parallel()
     for workload in workloads_of(args):
         results = compare("O0", "O2", workload, args.rounds, args.epochs, rank, rank_count)
         if rank == 0:

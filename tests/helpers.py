@@ -224,6 +224,20 @@ def init_data_parallel():
     return get_rank()
 
 
+class DataWrapperStandIn(nn.Cell):
+    """Stands in for MindSpore's ``_DataWrapper`` of dataset sink mode, which runs only on GPU and Ascend (on CPU
+    ``Model.train`` silently falls back to non-sink mode): a Cell (``auto_prefix=False``) holding the train network
+    as ``network`` and calling it from its ``construct``, so the train cell's Python ``__call__`` never runs. The
+    real wrapper takes the inputs from a GetNext op; here they are passed in."""
+
+    def __init__(self, network):
+        super().__init__(auto_prefix=False)
+        self.network = network
+
+    def construct(self, *inputs):
+        return self.network(*inputs)
+
+
 class TanhMLP(nn.Cell):
     """Dense layers with tanh between them; with biases, the reference's layer rule makes every two Dense layers
     one freezing layer (``dims`` of 7 sizes: 3 layers)."""

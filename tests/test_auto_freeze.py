@@ -6,7 +6,7 @@ import mindspore as ms
 import pytest
 
 from boost_cells import BoostConfig, BoostTrainOneStepCell
-from tests.helpers import freeze_config, numpy_mlp_grads
+from tests.helpers import DataWrapperStandIn, freeze_config, numpy_mlp_grads
 from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
 
 INTERVAL, WARMUP, THRESHOLD = 2, 3, 0.3
@@ -107,19 +107,6 @@ class FreezeThroughMethod(BoostTrainOneStepCell):
         return self.network(*inputs)
 
 
-class Outer(ms.nn.Cell):
-    """Stands in for dataset sink mode's ``_DataWrapper`` (GPU/Ascend only; on CPU ``Model.train`` falls back to
-    non-sink mode): a Cell holding the train cell as ``network`` and calling it from its ``construct``, so in
-    GRAPH_MODE the train cell's ``construct`` compiles into this graph and its Python ``__call__`` never runs."""
-
-    def __init__(self, network):
-        super().__init__(auto_prefix=False)
-        self.network = network
-
-    def construct(self, *inputs):
-        return self.network(*inputs)
-
-
 CALLS = {"direct": (BoostTrainOneStepCell, False), "nested": (BoostTrainOneStepCell, True),
          "subclass": (FreezeThroughMethod, False), "subclass_nested": (FreezeThroughMethod, True)}
 
@@ -133,7 +120,7 @@ def test_the_schedule_decides_in_the_graph_however_the_cell_is_called(mode, call
     kind, nested = CALLS[call]
     cell = kind(net_with_loss, opt, boost_config=auto_config())
     assert cell.host_hooks == ()
-    step = Outer(cell) if nested else cell
+    step = DataWrapperStandIn(cell) if nested else cell
     batches = [data(step_index) for step_index in range(18)]
     expected_trace, expected = numpy_auto_run(net, batches)
     trace = []

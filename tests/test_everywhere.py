@@ -12,23 +12,9 @@ from mindspore.ops import functional as F
 import boost_cells
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          MultiOptimizerTrainOneStepCell)
-from tests.helpers import (NumpyOptimizer, Named, TanhMLP, accumulation, batch, freeze_config, linear_setup,
-                           numpy_mlp_grads, numpy_mse_grads)
+from tests.helpers import (DataWrapperStandIn, NumpyOptimizer, Named, TanhMLP, accumulation, batch, freeze_config,
+                           linear_setup, numpy_mlp_grads, numpy_mse_grads)
 from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
-
-
-class DataWrapperStandIn(nn.Cell):
-    """Stands in for MindSpore's ``_DataWrapper`` of dataset sink mode, which runs only on GPU and Ascend (on CPU
-    ``Model.train`` silently falls back to non-sink mode): a Cell (``auto_prefix=False``) holding the train network
-    as ``network`` and calling it from its ``construct``, so the train cell's Python ``__call__`` never runs. The
-    real wrapper takes the inputs from a GetNext op; here they are passed in."""
-
-    def __init__(self, network):
-        super().__init__(auto_prefix=False)
-        self.network = network
-
-    def construct(self, *inputs):
-        return self.network(*inputs)
 
 
 def assert_same_state(a, b):

@@ -13,7 +13,7 @@ from mindspore import Tensor, nn
 import boost_cells.model
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model, build_train_network
 from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
-from tests.helpers import weights_of
+from tests.helpers import DataWrapperStandIn, weights_of
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -230,18 +230,6 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
         np.testing.assert_array_equal(seen[2][3][name], value, err_msg=name)
 
 
-class SinkWrapperStandIn(nn.Cell):
-    """Stands in for dataset sink mode's ``_DataWrapper`` (GPU/Ascend only): it calls the train network from its own
-    ``construct``, so in GRAPH_MODE no host code runs around the train cell's steps."""
-
-    def __init__(self, network):
-        super().__init__(auto_prefix=False)
-        self.network = network
-
-    def construct(self, *inputs):
-        return self.network(*inputs)
-
-
 def test_sink_mode_trains_the_shipped_o1_config_without_the_cache(graph_mode, monkeypatch):
     """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with the shipped configs/O1.json: the cache,
     which needs the host between steps, is left out with one warning naming the key, and the rebuilt train network
@@ -266,7 +254,7 @@ def test_sink_mode_trains_the_shipped_o1_config_without_the_cache(graph_mode, mo
     assert cell.prefix_cache is None and cell.host_hooks == ()
     assert not model.boost.config.section("grad_freeze")["cache_frozen_prefix"]
     assert len(cell.train_step.steps) == model.boost.config.section("grad_freeze")["param_groups"]
-    sink = SinkWrapperStandIn(cell)
+    sink = DataWrapperStandIn(cell)
     schedule = cell.train_step.schedule
     for step in range(3):
         before = int(schedule.updates.asnumpy())
