@@ -141,7 +141,7 @@ def breakdown(times, cache):
 
 def fill_reference(model, images):
     """Seconds of one inference pass of the deepest cached prefix over as many training samples as the cache holds
-    (``images``), in batches of 32 padded as the cache pads them, in a fresh cell: ``(pass, compile)``; None when
+    (``images``), in batches of 32 (the last one padded, so one static graph), in a fresh cell: ``(pass, compile)``; None when
     nothing was cached."""
     cache = getattr(model.train_network, "prefix_cache", None)
     if cache is None or not cache.entries:
