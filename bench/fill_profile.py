@@ -53,7 +53,8 @@ class SegmentTimer:
             lines.append(f"segment {index}: {len(calls)} calls; first (compile) {seconds[0]:.2f} s, {rows[0]:.0f} "
                          f"rows; the others {seconds[1:].sum():.2f} s over {rows[1:].sum():.0f} rows "
                          f"({rows[1:].mean():.1f} a call)")
-        lines.append(f"validity checks: {len(self.checks)}, {sum(self.checks):.2f} s (not part of the fill)")
+        lines.append(f"validity checks: {len(self.checks)}, {sum(self.checks):.2f} s (not part of the fill; their read "
+                     "waits for the device, so this includes the end of each step before)")
         return lines
 
 
