@@ -19,7 +19,7 @@ import os
 import sys
 
 import numpy as np
-from msrun_launch import ROOT, join_data_parallel, relaunch
+from msrun_launch import ROOT, join_data_parallel, run_reporting_part
 
 import mindspore as ms
 import o1_speedup as speedup
@@ -109,13 +109,8 @@ def main():
     print("json " + json.dumps(results), flush=True)
     if args.skip_distributed:
         return 0
-    code, lines = relaunch(__file__, [f"--epochs={args.epochs}", f"--workload={args.workload}"], "scale",
-                           timeout=3 * 3600)
-    print("\n".join(line[len("bench: "):].rstrip("\n") for line in lines
-                    if line.startswith("bench: ") and not line.startswith("bench: json")), flush=True)
-    if code:
-        print(f"the msrun part failed with exit code {code}", file=sys.stderr)
-    return code
+    return run_reporting_part(__file__, [f"--epochs={args.epochs}", f"--workload={args.workload}"], "scale",
+                              timeout=3 * 3600)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,18 @@ def relaunch(script, worker_args, log_name, timeout):
         return code, handle.readlines()
 
 
+def run_reporting_part(script, worker_args, log_name, timeout):
+    """``relaunch`` the script's data-parallel part and print what rank 0 reported: its lines that start with
+    ``"bench: "``, without that prefix, leaving out the ``"bench: json"`` record. Returns msrun's exit code (and says
+    on stderr when it is not 0)."""
+    code, lines = relaunch(script, worker_args, log_name, timeout)
+    print("\n".join(line[len("bench: "):].rstrip("\n") for line in lines
+                    if line.startswith("bench: ") and not line.startswith("bench: json")), flush=True)
+    if code:
+        print(f"the msrun part failed with exit code {code}", file=sys.stderr)
+    return code
+
+
 def join_data_parallel():
     """In an msrun worker: join the collective group, switch to DATA_PARALLEL with mean gradients; returns
     ``(rank, rank count)``."""

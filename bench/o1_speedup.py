@@ -56,7 +56,7 @@ import sys
 import time
 
 import numpy as np
-from msrun_launch import ROOT, join_data_parallel, relaunch
+from msrun_launch import ROOT, join_data_parallel, run_reporting_part
 
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -269,13 +269,6 @@ def workloads_of(args):
     return ("launch", "compute") if args.workload == "both" else (args.workload,)
 
 
-def launch(args):
-    """Run the distributed part under msrun with 2 workers; returns (exit code, rank 0's report lines)."""
-    code, lines = relaunch(__file__, [f"--rounds={args.rounds}", f"--epochs={args.epochs}",
-                                      f"--workload={args.workload}"], "o1", timeout=3 * 3600)
-    return code, [line[len("bench: "):].rstrip("\n") for line in lines if line.startswith("bench: ")]
-
-
 def worker(args):
     """The msrun worker: plain data-parallel O0 against O2 on each workload; rank 0 prints the tables."""
     rank, rank_count = join_data_parallel()
@@ -318,11 +311,8 @@ def main():
             print("json " + json.dumps(results), flush=True)
     if args.skip_distributed:
         return 0
-    code, report = launch(args)
-    print("\n".join(line for line in report if not line.startswith("json ")), flush=True)
-    if code:
-        print(f"the msrun part failed with exit code {code}", file=sys.stderr)
-    return code
+    return run_reporting_part(__file__, [f"--rounds={args.rounds}", f"--epochs={args.epochs}",
+                                         f"--workload={args.workload}"], "o1", timeout=3 * 3600)
 
 
 if __name__ == "__main__":
