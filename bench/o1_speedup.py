@@ -240,7 +240,7 @@ def summarise(results, base, boosted, workload, epochs, title, base_name=None):
              f"{points[boosted] - points[base]:+.2f} points |"]
     for key, label in [("train", "Model.train wall"), ("compiles", "compiles (first step, later spikes)"),
                        ("level0_steps", "other steps, nothing frozen"), ("frozen_steps", "other steps, prefix frozen"),
-                       ("cache_fill", "of these, frozen-prefix cache fill"),
+                       ("cache_fill", "frozen-prefix cache fill, timed inside the steps (a compile spike may hold some)"),
                        ("outside_steps", "outside the steps (data, callbacks)"),
                        ("build", "building the Model (not in end-to-end)")]:
         lines.append(f"| seconds: {label} (median) | {median(base, key):.2f} | {median(boosted, key):.2f} | |")
