@@ -6,36 +6,32 @@ is not "different"); and what each feature that is on will do. For gradient free
 freezing can start and whether the frozen-prefix cache applies and what it needs; then accumulation, AdaSum (and
 the data-parallel run it needs), LessBN, DimReduce, group loss scales and the ``"loss_scale"`` policy.
 ``summary(config, run=None)`` is the one-line version: the level, the features on, and when freezing can start.
+``run_differs(plan, updates)`` says what a freezing schedule made for another run length does in a run: the text of
+``Model.train``'s warning.
 
 A ``Run(epochs, steps_per_epoch)`` puts the schedule in that run's updates and epochs, counted as ``Model.train``
-counts them (``boost_cells.freezing.run.run_updates``): a left-out ``grad_freeze.total_steps`` is then the run's
+counts them (``boost_cells.freezing.plan.run_updates``): a left-out ``grad_freeze.total_steps`` is then the run's
 updates, as ``Model.train`` sets it, and a given one that differs is kept, as ``Model.train`` keeps it (with a
 warning that says what the schedule does in the run). Without a run, ``total_steps`` (given, or the default 65536)
 is the run length assumed.
 
-Every number comes from the function the train cell itself uses (``auto_criterion``, the sequences of
-``boost_cells.freezing.sequences``, ``adasum_groups``), so the words say what the step does.
+Every freezing number comes from the ``FreezePlan`` the train cell itself follows, and AdaSum's groups from
+``adasum_groups``, so the words say what the step does.
 """
-import bisect
 import dataclasses
 import json
 from types import MappingProxyType
 
 from .config import FEATURES, BoostConfig
-from .freezing.groups import auto_criterion
-from .freezing.run import counts_steps, in_run, run_updates
-from .freezing.sequences import (CONTINUOUS, INTERVAL, PROGRESSIVE, continuous_cycle, freeze_index_sequence,
-                                 interval_indices, is_automatic, progressive_index, sequence_length)
+from .freezing.plan import FreezePlan, run_updates
 from .rules import check
 from .updates.adasum import adasum_groups
 
-__all__ = ["Run", "explain", "summary"]
+__all__ = ["Run", "explain", "run_differs", "summary"]
 
 # The feature that reads a key of the shared 'common' section (a key of a feature's own section is read by it).
 _READ_BY = MappingProxyType({"common.device_number": "adasum", "common.gradient_split_groups": "less_bn",
                              "common.grad_accumulation_step": "grad_accumulation"})
-
-_SCHEDULE_NAMES = MappingProxyType({CONTINUOUS: "continuous", INTERVAL: "interval", PROGRESSIVE: "progressive"})
 
 _MODES = MappingProxyType({"auto": "the level's switches", "manual": "the level's, with the switches the 'boost' "
                            "section lists", "enable_all": "every switch on", "disable_all": "every switch off"})
@@ -93,23 +89,25 @@ class _Plan:
 
     Attributes:
         updates (int or None): the run's optimizer updates (``run_updates``), None without a run.
-        freeze (dict): the ``grad_freeze`` section as the train cell gets it: ``total_steps`` set from the run when
-            the config leaves it out (as ``Model.train`` sets it).
+        section (Mapping): the config's ``grad_freeze`` section.
+        freeze (FreezePlan): the freezing plan the train cell follows: made for the run when the config leaves
+            ``total_steps`` out (as ``Model.train`` fits it), else for the given (or default) ``total_steps``.
     """
 
     def __init__(self, config, run):
         self.config, self.run = config, run
         self.accumulation = config.accumulation_steps
         self.updates = None if run is None else run_updates(run.epochs, run.steps_per_epoch, self.accumulation)
-        self.freeze = dict(config.section("grad_freeze"))
+        self.section = config.section("grad_freeze")
         self.total_given = config.given("grad_freeze.total_steps")
+        self.freeze = FreezePlan.from_section(self.section)
         if self.updates is not None and not self.total_given:
-            self.freeze["total_steps"] = self.updates
+            self.freeze = self.freeze.for_run(self.updates)
 
     @property
     def length(self):
         """The run length the freezing schedule is made for: ``grad_freeze.total_steps`` as the train cell gets it."""
-        return self.freeze["total_steps"]
+        return self.freeze.total_steps
 
     def at(self, update, brief=False):
         """``update`` (counted from 1) in words: of how many (unless ``brief``), and in which epoch of the run (its
@@ -129,103 +127,55 @@ class _Plan:
         return f"{epochs} epoch" + ("" if epochs == "1" else "s")
 
 
-def _schedule_name(section):
-    return "automatic" if is_automatic(section["freeze_type"]) else _SCHEDULE_NAMES[section["freeze_type"]]
+def _schedule_name(freeze):
+    """A plan's kind as the summary names it."""
+    return "automatic" if freeze.kind == "auto" else freeze.kind
 
 
-def _freezes(section):
-    """Whether the schedule ever trains from a group >= 1: more than one group and, for a sequence drawn in advance,
-    ``freeze_p`` below 1 (``counts_steps``; the continuous cycle when it holds a frozen entry)."""
-    if section["freeze_type"] == CONTINUOUS:
-        return max(continuous_cycle(section["param_groups"], section["freeze_p"])) > 0
-    return counts_steps(section)
-
-
-def _freezes_for_good(section):
-    """Whether the schedule freezes front groups for good, what the frozen-prefix cache needs: progressive or
-    automatic when it freezes at all; a continuous cycle without an entry 0 (``freeze_p`` 0: group 0 never trains);
-    never an interval sequence (it starts with 0 and repeats)."""
-    if section["freeze_type"] == CONTINUOUS:
-        return min(continuous_cycle(section["param_groups"], section["freeze_p"])) > 0
-    return _freezes(section) and (is_automatic(section["freeze_type"]) or section["freeze_type"] == PROGRESSIVE)
-
-
-def _progressive_starts(section):
-    """``[(k, first update training from group k on)]`` for each stage ``k >= 1`` the progressive sequence reaches
-    (its index never falls, so a bisection over ``progressive_index`` finds each stage's first update)."""
-    groups, freeze_p, total = section["param_groups"], section["freeze_p"], section["total_steps"]
-    steps = range(sequence_length(total))
-    starts = []
-    for k in range(1, groups):
-        position = bisect.bisect_left(steps, k, key=lambda t: progressive_index(t, groups, freeze_p, total))
-        if position < len(steps):
-            starts.append((k, position + 1))
-    return starts
-
-
-def _first_frozen_update(section):
-    """The first update (counted from 1) that trains from a group >= 1, or None when none does."""
-    if not _freezes(section):
-        return None
-    if is_automatic(section["freeze_type"]):
-        return _criterion(section).warmup + 1
-    if section["freeze_type"] == CONTINUOUS:
-        cycle = continuous_cycle(section["param_groups"], section["freeze_p"])
-        return next(t for t, index in enumerate(cycle) if index > 0) + 1
-    if section["freeze_type"] == INTERVAL:
-        indices = interval_indices(section["param_groups"], section["freeze_p"], section["seed"])
-        return next(t for t, index in enumerate(indices) if index > 0) + 1
-    starts = _progressive_starts(section)
-    return starts[0][1] if starts else None
-
-
-def _criterion(section):
-    return auto_criterion(section["total_steps"], section["auto_interval_share"], section["auto_warmup_share"],
-                          section["auto_threshold"])
+def _automatic_lines(plan, name, start):
+    section, length, criterion = plan.section, plan.length, plan.freeze.criterion
+    interval = f"auto_interval_share {section['auto_interval_share']:g} of {length}"
+    if plan.run is not None:
+        interval += f", {plan.epochs(criterion.interval)}"
+    warmup = f"auto_warmup_share {section['auto_warmup_share']:g} of {length}"
+    warmup = f"nothing freezes before {start}: the first {_plural(criterion.warmup, 'update')} ({warmup}) " \
+        "train every group" if criterion.warmup else f"no warm-up ({warmup})"
+    return [f"grad_freeze: {name}: front groups freeze for good, front to back, one at a decision, once the "
+            "front trained group's mean gradient norm changed by less than auto_threshold "
+            f"{criterion.threshold:g} between two decisions; the last group (the head) never freezes.",
+            f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
+            "freeze one more group."]
 
 
 def _schedule_lines(plan):
     """What the schedule is and when it freezes, in the numbers of the run it is made for."""
-    section, length = plan.freeze, plan.length
-    groups, freeze_p = section["param_groups"], section["freeze_p"]
-    kind = section["freeze_type"]
-    name = f"the {_schedule_name(section)} schedule (freeze_type {_json(kind)})"
-    first = _first_frozen_update(section)
+    freeze, section, length = plan.freeze, plan.section, plan.length
+    groups, freeze_p = freeze.groups, section["freeze_p"]
+    name = f"the {_schedule_name(freeze)} schedule (freeze_type {_json(section['freeze_type'])})"
+    first = freeze.first_frozen_update
     if first is None:
         why = "one group" if groups == 1 else "freeze_p 1" if freeze_p == 1 else \
-            f"a sequence of {sequence_length(length)} updates that reaches no frozen entry"
+            f"a sequence of {freeze.length} updates that reaches no frozen entry"
         return [f"grad_freeze: {name} with {why}: every update trains every group, so nothing freezes."]
     start = plan.at(first)
-    if is_automatic(kind):
-        criterion = _criterion(section)
-        interval = f"auto_interval_share {section['auto_interval_share']:g} of {length}"
-        if plan.run is not None:
-            interval += f", {plan.epochs(criterion.interval)}"
-        warmup = f"auto_warmup_share {section['auto_warmup_share']:g} of {length}"
-        warmup = f"nothing freezes before {start}: the first {_plural(criterion.warmup, 'update')} ({warmup}) " \
-            "train every group" if criterion.warmup else f"no warm-up ({warmup})"
-        return [f"grad_freeze: {name}: front groups freeze for good, front to back, one at a decision, once the "
-                "front trained group's mean gradient norm changed by less than auto_threshold "
-                f"{section['auto_threshold']:g} between two decisions; the last group (the head) never freezes.",
-                f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
-                "freeze one more group."]
-    if kind == CONTINUOUS:
-        cycle = continuous_cycle(groups, freeze_p)
+    if freeze.kind == "auto":
+        return _automatic_lines(plan, name, start)
+    if freeze.kind == "continuous":
+        cycle = freeze.continuous_cycle
         frozen = sum(1 for index in cycle if index > 0)
-        for_good = "no group freezes for good" if min(cycle) == 0 else "group 0 never trains (freeze_p 0)"
+        for_good = "no group freezes for good" if not freeze.freezes_for_good else "group 0 never trains (freeze_p 0)"
         return [f"grad_freeze: {name}: a fixed cycle of {len(cycle)} updates, repeated: {len(cycle) - frozen} train "
                 f"every group, then one update each trains from group 1, ..., {groups - 1} on; so {frozen} of every "
                 f"{len(cycle)} updates ({_percent(frozen / len(cycle))}) freeze, and {for_good}.",
                 f"  when: freezing starts at {start}. total_steps is not used: the cycle needs no run length."]
-    drawn = f"drawn in advance for int(total_steps * 1.01) = {sequence_length(length)} updates"
-    if kind == INTERVAL:
+    drawn = f"drawn in advance for int(total_steps * 1.01) = {freeze.length} updates"
+    if freeze.kind == "interval":
         return [f"grad_freeze: {name}: a sequence {drawn} (seed {section['seed']}), repeated after that. Update 1 "
                 f"trains every group; after it an update freezes whenever fewer than 1 - freeze_p = "
                 f"{_percent(1 - freeze_p)} of the updates so far froze, from a group drawn at random (shallow "
                 f"freezing likelier): about {_percent(1 - freeze_p)} of the updates freeze, none for good.",
                 f"  when: freezing starts at {start}."]
-    stages = "; ".join(f"from group {k} on from {plan.at(update, brief=True)}"
-                       for k, update in _progressive_starts(section)[1:])
+    stages = "; ".join(f"from group {k} on from {plan.at(update, brief=True)}" for k, update in freeze.stage_starts[1:])
     whole = f"The first {_plural(first - 1, 'update')} (freeze_p {freeze_p:g} of {length}) train every group; then" \
         if first > 1 else f"From the first update (freeze_p {freeze_p:g})"
     return [f"grad_freeze: {name}: a sequence {drawn}. {whole} the front groups freeze for good, in equal stages "
@@ -263,16 +213,17 @@ def _groups_line(section):
             "stops there.")
 
 
-def _cache_lines(section):
+def _cache_lines(plan):
     """Whether the frozen-prefix cache applies, and what it needs."""
+    section, freeze = plan.section, plan.freeze
     if not section["cache_frozen_prefix"]:
         return ["  frozen-prefix cache: off (grad_freeze.cache_frozen_prefix false)."]
-    if not _freezes_for_good(section):
-        return [f"  frozen-prefix cache: asked for, but the {_schedule_name(section)} schedule here never freezes a "
+    if not freeze.freezes_for_good:
+        return [f"  frozen-prefix cache: asked for, but the {_schedule_name(freeze)} schedule here never freezes a "
                 "group for good, so nothing is cached (the train cell warns); the groups are still cut at the "
                 f"network's stages, so it still needs {_CACHE_NEEDS}. Use freeze_type 2 or \"auto\" to cache, or "
                 "switch the cache off."]
-    return [f"  frozen-prefix cache: applies (the {_schedule_name(section)} schedule freezes front groups for good): "
+    return [f"  frozen-prefix cache: applies (the {_schedule_name(freeze)} schedule freezes front groups for good): "
             "their outputs are cached per sample, so their forward pass is skipped too (at most cache_max_mb "
             f"{section['cache_max_mb']} MB); a changed sample or weight is computed again.",
             f"  the cache needs: {_CACHE_NEEDS}; the train cell's own construct (a subclass with its own construct "
@@ -281,19 +232,90 @@ def _cache_lines(section):
 
 
 def _freezing_lines(plan):
-    section = plan.freeze
+    freeze = plan.freeze
     head, *when = _schedule_lines(plan)
     lines = [head]
-    if section["param_groups"] > 1:
-        lines.append(_groups_line(section))
-    if counts_steps(section):
+    if freeze.groups > 1:
+        lines.append(_groups_line(plan.section))
+    if freeze.depends_on_run:
         lines.append(_total_steps_line(plan))
     lines += when
-    if plan.run is not None and plan.length != plan.updates and counts_steps(section):
-        strategy = None if is_automatic(section["freeze_type"]) else freeze_index_sequence(
-            section["param_groups"], section["freeze_type"], section["freeze_p"], plan.length, section["seed"])
-        lines.append(f"  in this run of {_plural(plan.updates, 'update')}: {in_run(section, strategy, plan.updates)}")
-    return lines + _cache_lines(section)
+    if plan.run is not None and plan.length != plan.updates and freeze.depends_on_run:
+        lines.append(f"  in this run of {_plural(plan.updates, 'update')}: {run_differs(freeze, plan.updates)}")
+    return lines + _cache_lines(plan)
+
+
+def _first_frozen(freeze):
+    """The first update (from 0) of a sequence that trains from a group above 0, or None."""
+    return None if freeze.first_frozen_update is None else freeze.first_frozen_update - 1
+
+
+def _progressive_in_run(freeze, updates):
+    """What a progressive plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
+    start, deepest = _first_frozen(freeze), freeze.sequence.index(max(freeze.sequence))
+    stage = f"its deepest stage (training from group {max(freeze.sequence)} on)"
+    what = "The progressive schedule "
+    if start is None or start >= updates:
+        trained = freeze.length if start is None else start
+        what += f"trains every group for its first {trained} updates, so freezing never starts in this run."
+    elif deepest >= updates:
+        what += f"starts freezing at update {start + 1}, but the run ends before {stage}, from update {deepest + 1}."
+    elif freeze.total_steps < updates:
+        what += (f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}, so the run's "
+                 f"last {updates - deepest} updates all train that stage.")
+    else:
+        what += f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}."
+    fitted = freeze.for_run(updates).first_frozen_update
+    if fitted is not None:
+        what += f" Drawn for {updates} updates, it would start freezing at update {fitted}."
+    return what
+
+
+def _interval_in_run(freeze, updates):
+    """What an interval plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
+    length, start = freeze.length, _first_frozen(freeze)
+    drawn = f"int({freeze.total_steps} * 1.01) = {length}"
+    if start is None:
+        return f"Its interval sequence of {drawn} updates freezes nothing, so freezing never starts."
+    what = (f"Freezing starts at update {start + 1} all the same (the interval schedule freezes about 1 - freeze_p = "
+            f"{1 - freeze.section['freeze_p']:g} of the steps from the start), but ")
+    if length < updates:
+        return what + (f"its sequence of {drawn} updates is shorter than the run: after update {length} it starts "
+                       f"again from its first entry, so the run repeats the same pattern of frozen steps "
+                       f"{updates / length:.1f} times.")
+    return what + f"the run uses only the first {updates} of its {drawn} entries."
+
+
+def _every(interval):
+    """"every update" or "every N updates"."""
+    return "every update" if interval == 1 else f"every {interval} updates"
+
+
+def _automatic_in_run(freeze, updates):
+    """What the automatic plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
+    criterion, fitted = freeze.criterion, freeze.for_run(updates).criterion
+    what = (f"The automatic schedule decides {_every(criterion.interval)} and freezes nothing before update "
+            f"{criterion.warmup + 1}")
+    if criterion.warmup >= updates:
+        what += ", so freezing never starts in this run."
+    else:
+        share = freeze.section["auto_warmup_share"]
+        what += f", {criterion.warmup / updates:.0%} into this run rather than {share:.0%}."
+    return what + (f" Made for {updates} updates, it would decide {_every(fitted.interval)} from update "
+                   f"{fitted.warmup + 1}.")
+
+
+def run_differs(freeze, updates):
+    """What the freezing plan ``freeze`` (made for ``freeze.total_steps`` updates) does in a run of ``updates``
+    updates, in words: when freezing starts in this run and when it would start if made for the run; None when the
+    two agree or the schedule does not depend on the run's length (``FreezePlan.depends_on_run``)."""
+    if not freeze.depends_on_run or freeze.total_steps == updates:
+        return None
+    if freeze.kind == "auto":
+        return _automatic_in_run(freeze, updates)
+    if freeze.kind == "progressive":
+        return _progressive_in_run(freeze, updates)
+    return _interval_in_run(freeze, updates)
 
 
 def _accumulation_lines(plan):
@@ -461,13 +483,13 @@ def summary(config, run=None):
 
 
 def _freezing_summary(plan):
-    section = plan.freeze
-    first = _first_frozen_update(section)
-    what = f"{_schedule_name(section)} freezing of {_plural(section['param_groups'], 'group')}"
+    freeze = plan.freeze
+    first = freeze.first_frozen_update
+    what = f"{_schedule_name(freeze)} freezing of {_plural(freeze.groups, 'group')}"
     if first is None:
         return what + " never freezes"
     if plan.run is not None and first > plan.updates:
         return what + f" never starts in this run of {_plural(plan.updates, 'update')} (it would at update {first})"
     where = plan.at(first) + ("" if plan.run is not None else f" of total_steps {plan.length}")
-    cache = ", frozen-prefix cache on" if section["cache_frozen_prefix"] and _freezes_for_good(section) else ""
+    cache = ", frozen-prefix cache on" if plan.section["cache_frozen_prefix"] and freeze.freezes_for_good else ""
     return what + f" can start at {where}{cache}"

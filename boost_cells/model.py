@@ -11,10 +11,11 @@ A level that cannot be applied is never a silent O0: with a loss but no optimize
 network is a ready train cell, as acn_mindspore passes one) the cell trains as it is, as in MindSpore, with a
 warning that names the features left out.
 
-Only ``train`` knows the run's length, which an interval or progressive freezing schedule is drawn for
+Only ``train`` knows the run's length, which an interval, progressive or automatic freezing schedule is made for
 (``grad_freeze.total_steps``): the first ``train`` sets a left-out ``total_steps`` from its epochs and dataset and
-rebuilds the train cell with it, before anything of it was compiled or run; a given one that differs from the run
-is kept, with a warning that says when freezing starts (``boost_cells.freezing.run``).
+fits the train cell's schedule to it (``BoostTrainOneStepCell.fit_to_run``), before anything of it was compiled or
+run; a given one that differs from the run is kept, with a warning that says when freezing starts
+(``boost_cells.explain.run_differs``).
 
 Then ``train`` logs what the boost config does in this run (``boost_cells.explain``), through the logger
 ``boost_cells.model``: one INFO line (the level, the features on, when freezing can start in the run) and the whole
@@ -30,13 +31,12 @@ from mindspore import nn
 from .auto_boost import AutoBoost
 from .config import warn_user
 from .distributed import parallel_info
-from .explain import Run, explain, summary
+from .explain import Run, explain, run_differs, summary
+from .freezing import FreezeOpt, freeze_optimizer, run_updates, unfrozen
 from .host_hooks import FrozenPrefixHook
 from .mindspore_internals import ModelBuildHooks, amp_network
-from .train_cells import build_train_network
-from .freezing import FreezeOpt, freeze_optimizer, unfrozen
-from .freezing.run import counts_steps, run_updates, warn_if_run_differs
 from .rules import complies
+from .train_cells import build_train_network
 
 __all__ = ["Model", "device_target"]
 
@@ -127,7 +127,7 @@ class Model(ModelBuildHooks):
             return dataclasses.replace(parts, boost_level=level)
         network, optimizer = self.boost.network_auto_process_train(parts.network, parts.optimizer)
         self._schedule_steps = isinstance(optimizer, FreezeOpt) and not isinstance(parts.optimizer, FreezeOpt) \
-            and counts_steps(self.boost.config.section("grad_freeze"))
+            and optimizer.plan.depends_on_run
         self._fit_schedule = self._schedule_steps and not self.boost.config.given("grad_freeze.total_steps")
         eval_network = parts.eval_network
         if eval_network is not None:
@@ -150,9 +150,9 @@ class Model(ModelBuildHooks):
         when resuming at ``initial_epoch``, so a resumed run gets the schedule of the uninterrupted one. When the
         config leaves ``total_steps`` out, the first ``train`` sets it to that count (``boost.config`` then holds it).
         A given ``total_steps``, or the one set by an earlier ``train``, that differs from the run stays, with a
-        ``BoostConfigWarning`` that says when freezing can start. Either change rebuilds the train network before
-        anything of it was compiled or run, carrying over the state loaded into the previous one (a checkpoint, to
-        resume). The continuous schedule needs no step count.
+        ``BoostConfigWarning`` that says when freezing can start. Setting it fits the train cell's schedule to the
+        run (``fit_to_run``) before anything of it was compiled or run; nothing is rebuilt, so state loaded into the
+        cell (a checkpoint, to resume) stays. The continuous schedule needs no step count.
 
         Then it logs what the boost config does in this run, with ``total_steps`` as fitted: one INFO record
         (``boost_cells.explain.summary``) and the whole summary at DEBUG (``boost_cells.explain.explain``), through
@@ -175,6 +175,9 @@ class Model(ModelBuildHooks):
         logged = self.boost.config.replace("grad_freeze", **sink) if sink else self.boost.config
         if sink or fit:
             self.boost.config = self.boost.config.replace("grad_freeze", **sink, **fit)
+        if fit:
+            self.train_network.fit_to_run(fit["total_steps"])
+        if sink:
             optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
             previous = self.replace_train_network(optimizer)
             _carry_own_state(previous, self.train_network)
@@ -228,10 +231,15 @@ class Model(ModelBuildHooks):
         fit, self._fit_schedule = self._fit_schedule, False
         if fit:
             return {"total_steps": updates} if updates != config.section("grad_freeze")["total_steps"] else {}
-        run = f"{epoch} epochs of {steps} steps"
-        if accumulation > 1:
-            run += f", {accumulation} micro-steps per update"
-        warn_if_run_differs(config.section("grad_freeze"), self._optimizer.strategy, updates, run)
+        plan = self.train_network.train_step.schedule.plan
+        what = run_differs(plan, updates)
+        if what is not None:
+            run = f"{epoch} epochs of {steps} steps"
+            if accumulation > 1:
+                run += f", {accumulation} micro-steps per update"
+            warn_user(f"For 'Model.train', the freezing schedule was made for 'grad_freeze.total_steps' = "
+                      f"{plan.total_steps} updates, but the run has {updates} ({run}). {what} Model.train sets a "
+                      f"left-out 'grad_freeze.total_steps' from its first run; or set it to {updates}.")
         return {}
 
     def build_train(self, parts):

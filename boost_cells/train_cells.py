@@ -17,6 +17,7 @@ from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
 from .host_hooks import FrozenPrefixHook, HostHooks, OverflowReportHook
 from .mindspore_internals import SkipUnchangedCompilePhase
+from .rules import check
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
@@ -181,6 +182,21 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
     def check_dim_reduce_enable(self):
         """Whether DimReduce is the update (the config's ``dim_reduce``)."""
         return self.enable_dim_reduce
+
+    @property
+    def freeze_plan(self):
+        """The ``FreezePlan`` the freezing schedule follows (``boost_cells.freezing.plan``); None without freezing."""
+        return self.train_step.schedule.plan if self.freeze else None
+
+    def fit_to_run(self, updates):
+        """Make the freezing schedule follow its plan made for a run of ``updates`` optimizer updates
+        (``FreezePlan.for_run``: a plan from a config section; a schedule that does not depend on the run's length,
+        or a ``FreezeOpt`` given its own strategy, stays). Its tables are constants of the compiled step: call it
+        before the first step. ``Model.train`` calls it with the run's updates when the config leaves
+        ``grad_freeze.total_steps`` out."""
+        check(type(self).__name__, "total_steps", updates)
+        if self.freeze:
+            self.train_step.schedule.fit(self.freeze_plan.for_run(updates))
 
     def gradient_freeze_process(self, *inputs):
         """One step over the suffix the freezing schedule selects (inside the graph); the full step when freezing is

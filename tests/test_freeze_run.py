@@ -1,8 +1,8 @@
 """Model.train fits an interval, progressive or automatic freezing schedule to its run: a left-out
-grad_freeze.total_steps comes
-from the epochs and the dataset (counted from the run's start, so a resumed run gets the uninterrupted one's
-schedule), the train cell is rebuilt with it before anything ran and keeps what was loaded into it; a given
-total_steps that differs from the run is kept, with a warning that says when freezing starts.
+grad_freeze.total_steps comes from the epochs and the dataset (counted from the run's start, so a resumed run gets
+the uninterrupted one's schedule), and the train cell's schedule follows the plan made for it (fitted in place, the
+cell never rebuilt, so it keeps what was loaded into it); a given total_steps that differs from the run is kept,
+with a warning that says when freezing starts.
 
 A 3-Dense MLP (2 freezing groups: the front two Dense layers, the last one) in PyNative mode, 4 steps an epoch."""
 import numpy as np
@@ -14,8 +14,8 @@ from mindspore.train import Callback
 
 import boost_cells.model
 from boost_cells import BoostConfigWarning, Model
-from boost_cells.freezing import freeze_index_sequence
-from boost_cells.freezing.run import warn_if_run_differs
+from boost_cells.explain import run_differs
+from boost_cells.freezing import FreezePlan, freeze_index_sequence
 
 STEPS, BATCH = 4, 8
 
@@ -78,14 +78,14 @@ def boost_warnings(record):
 
 def test_left_out_total_steps_comes_from_the_run(recwarn):
     """Progressive at freeze_p 0.5 over 2 epochs of 4 steps: total_steps 8, so updates 1-4 train every group and
-    5-8 the head only; the train cell was rebuilt with that schedule; nothing warns."""
+    5-8 the head only; the same train cell follows the plan made for 8 updates; nothing warns."""
     net, model = model_for({"freeze_type": 2, "freeze_p": 0.5})
     built = model.train_network
     changes = FrontChanges(net)
     model.train(2, dataset(), callbacks=[changes])
     assert total_steps(model) == 8
-    assert model.train_network is not built
-    assert model.train_network.train_step.schedule.strategy == tuple(freeze_index_sequence(2, 2, 0.5, 8))
+    assert model.train_network is built
+    assert model.train_network.freeze_plan.sequence == tuple(freeze_index_sequence(2, 2, 0.5, 8))
     assert changes.changed == [True] * 4 + [False] * 4
     assert boost_warnings(recwarn) == []
 
@@ -107,7 +107,7 @@ def test_a_resumed_run_gets_the_schedule_and_the_state_of_the_uninterrupted_one(
     """Progressive at freeze_p 0.75 over 2 epochs (total_steps 8: freezing from update 7). A run resumed at epoch 1
     from the state after epoch 1, loaded into the train network before train (docs/reliability.md's recipe), ends
     bit-identical to the uninterrupted one: its schedule is the whole run's, not its 4 remaining updates' (which
-    would freeze from the resume on), and the rebuild kept the loaded position."""
+    would freeze from the resume on), and fitting it kept the loaded position."""
     net, model = model_for({"freeze_type": 2, "freeze_p": 0.75})
     changes, checkpoint = FrontChanges(net), StateAt(1)
     model.train(2, dataset(), callbacks=[changes, checkpoint])
@@ -163,8 +163,7 @@ def test_a_given_total_steps_that_differs_from_the_run_warns_when_freezing_start
 
 
 def test_a_matching_or_unneeded_step_count_is_silent_and_a_later_train_keeps_the_first_runs_schedule(recwarn):
-    """A given total_steps equal to the run, and the continuous schedule (no step count), train without a warning
-    or a rebuild. A second train on the same Model keeps the train cell the first one fitted (its state is
+    """A given total_steps equal to the run, and the continuous schedule (no step count), train without a warning. A second train on the same Model keeps the train cell the first one fitted (its state is
     training), and warns when its run has another length."""
     for grad_freeze in ({"freeze_type": 2, "freeze_p": 0.5, "total_steps": 8}, {"freeze_type": 0, "freeze_p": 0.5}):
         _, model = model_for(grad_freeze)
@@ -184,8 +183,6 @@ def test_a_matching_or_unneeded_step_count_is_silent_and_a_later_train_keeps_the
 def test_a_run_that_ends_before_the_deepest_stage_is_told_so():
     """4 groups, progressive at freeze_p 0.5 drawn for 100 updates, in a run of 60: freezing starts at update 51,
     the deepest stage (from group 3) would come at update 85."""
-    section = {"freeze_type": 2, "param_groups": 4, "freeze_p": 0.5, "total_steps": 100}
-    with pytest.warns(BoostConfigWarning) as record:
-        warn_if_run_differs(section, freeze_index_sequence(4, 2, 0.5, 100), 60, "3 epochs of 20 steps")
+    section = {"freeze_type": 2, "param_groups": 4, "freeze_p": 0.5, "total_steps": 100, "seed": 0}
     assert ("starts freezing at update 51, but the run ends before its deepest stage (training from group 3 on), "
-            "from update 85.") in str(record[0].message)
+            "from update 85.") in run_differs(FreezePlan.from_section(section), 60)

@@ -6,17 +6,17 @@ config's schedule: a sequence drawn in advance, or the automatic schedule's crit
 are shares of the run (``total_steps`` updates) so that it decides at the same point of training whatever the
 dataset's size and the number of workers.
 """
-import math
+from types import MappingProxyType
 
 from mindspore.nn.optim import Optimizer
 
 from ..rules import check
+from .plan import FreezePlan
 from .prefix_cache import staged_network
-from .schedules import AutoCriterion
-from .sequences import PROGRESSIVE, check_freeze_args, freeze_index_sequence, is_automatic
+from .sequences import check_freeze_args, freeze_index_sequence
 from .suffix_optimizers import FreezeOpt
 
-__all__ = ["GradientFreeze", "auto_criterion", "freeze_optimizer", "split_layers"]
+__all__ = ["GradientFreeze", "freeze_optimizer", "split_layers"]
 
 
 def split_layers(parameters):
@@ -32,14 +32,6 @@ def split_layers(parameters):
     if current:
         layers.append(current)
     return layers
-
-
-def auto_criterion(total_steps, interval_share, warmup_share, threshold):
-    """The automatic schedule's ``AutoCriterion`` for a run of ``total_steps`` updates: a decision every
-    ``max(1, round(interval_share * total_steps))`` updates, none that freezes before ``ceil(warmup_share *
-    total_steps)`` updates."""
-    return AutoCriterion(interval=max(1, round(interval_share * total_steps)),
-                         warmup=math.ceil(round(warmup_share * total_steps, 9)), threshold=float(threshold))
 
 
 class GradientFreeze:
@@ -67,17 +59,16 @@ class GradientFreeze:
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
                  auto_warmup_share=0.3, auto_threshold=0.5, cache_frozen_prefix=False, cache_max_mb=2048):
         check_freeze_args("GradientFreeze", freeze_type, freeze_p)
-        self.cache_frozen_prefix = bool(check("GradientFreeze", "cache_frozen_prefix", cache_frozen_prefix))
-        check("GradientFreeze", "cache_max_mb", cache_max_mb)
-        self._param_groups = int(check("GradientFreeze", "param_groups", param_groups))
-        self._total_steps = int(check("GradientFreeze", "total_steps", total_steps))
-        self.criterion = auto_criterion(self._total_steps, check("GradientFreeze", "auto_interval_share",
-                                                                 auto_interval_share),
-                                        check("GradientFreeze", "auto_warmup_share", auto_warmup_share),
-                                        check("GradientFreeze", "auto_threshold", auto_threshold))
-        self._seed = int(check("GradientFreeze", "seed", seed))
-        self._freeze_type = freeze_type
-        self._freeze_p = freeze_p
+        arguments = {"param_groups": param_groups, "freeze_type": freeze_type, "freeze_p": freeze_p,
+                     "total_steps": total_steps, "seed": seed, "auto_interval_share": auto_interval_share,
+                     "auto_warmup_share": auto_warmup_share, "auto_threshold": auto_threshold,
+                     "cache_frozen_prefix": cache_frozen_prefix, "cache_max_mb": cache_max_mb}
+        for name, value in arguments.items():
+            check("GradientFreeze", name, value)
+        self.section = MappingProxyType(arguments)  # as a config's grad_freeze section: what FreezePlan reads
+        self.cache_frozen_prefix = bool(cache_frozen_prefix)
+        self._param_groups = int(param_groups)
+        self._seed = int(seed)
 
     def split_parameters_groups(self, net, freeze_para_groups_number):
         """``freeze_para_groups_number`` nested suffixes of ``net``'s trainable parameters: with ``L`` layers
@@ -113,11 +104,7 @@ class GradientFreeze:
         trained = {id(p) for p in optimizer.parameters}
         groups = [[p for p in group if id(p) in trained]
                   for group in self.split_parameters_groups(network, self._param_groups)]
-        if is_automatic(self._freeze_type):
-            return network, FreezeOpt(optimizer, groups, criterion=self.criterion)
-        strategy = self.generate_freeze_index_sequence(self._param_groups, self._freeze_type, self._freeze_p,
-                                                       self._total_steps)
-        return network, FreezeOpt(optimizer, groups, strategy, cyclic=self._freeze_type != PROGRESSIVE)
+        return network, FreezeOpt(optimizer, groups, plan=FreezePlan.from_section(self.section))
 
 
 def freeze_optimizer(config, network, optimizer):

@@ -5,13 +5,16 @@ serves the switch and the frozen-prefix cache through one small contract:
 
 - ``train_from()`` (graph): int32 scalar, the first group the next step trains; the groups before it get no
   gradient. ``trained_from`` (host, fixed at construction): every value it can take, so only those steps compile.
-- ``frozen_level()`` (graph) and ``frozen_for_good()`` (host, one scalar read): the number of leading groups that no
-  remaining step trains, whose outputs the cache may keep. ``frozen_levels`` (host, fixed): the values above 0 it
-  can take, so the cache builds a step for each.
+- ``frozen_for_good()`` (host, one scalar read): the number of leading groups that no remaining step trains, whose
+  outputs the cache may keep. ``frozen_levels`` (host, fixed): the values above 0 it can take, so the cache builds a
+  step for each.
 - ``observer(weights)``: a Cell that sees the gradients of a step over ``weights`` (``construct(grads) -> token``),
   or None when the schedule needs none.
 - ``advance(applied)`` (graph): after a step that applied ``applied`` optimizer updates (int32 scalar: 0 on an
   overflow or an accumulating micro-step), move on. Returns a token to make the step's outputs depend on.
+
+- ``plan`` (host): the ``FreezePlan`` it follows, whose numbers every description of the schedule reads;
+  ``fit(plan)`` (host, before the first step) makes it follow the same plan made for another run length.
 
 Two schedules: ``SequenceSchedule`` walks a sequence of group indices drawn in advance (the continuous, interval and
 progressive types), ``AutoSchedule`` freezes converged front groups for good (type 3, "auto"), deciding in the graph
@@ -19,13 +22,11 @@ every ``interval`` updates. Neither reads anything on the host during a step, so
 calls the train cell: directly, nested in another Cell's graph (dataset sink mode), or from a subclass's
 ``construct``.
 """
-import dataclasses
-
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-__all__ = ["AutoCriterion", "AutoSchedule", "SequenceSchedule", "make_schedule"]
+__all__ = ["AutoSchedule", "SequenceSchedule", "make_schedule"]
 
 _square_sum = ops.MultitypeFuncGraph("square_sum")
 
@@ -40,37 +41,33 @@ def _int32(value):
 
 
 class SequenceSchedule(nn.Cell):
-    """A sequence of first-trained groups drawn in advance, walked by the updates applied.
+    """A sequence of first-trained groups drawn in advance (a ``FreezePlan``'s), walked by the updates applied.
 
     Args:
-        strategy (tuple of int): the first trained group of each update (``freeze_index_sequence``).
-        cyclic (bool): after the last entry start again at the first (the reference), or stay at the last.
+        plan (FreezePlan): the plan, of any kind but "auto": its ``sequence``, ``floors`` and ``cyclic``.
 
     Parameters (state, checkpointed):
-        grad_freeze.position (int32): the position in ``strategy``, in ``[0, len(strategy))``; it advances by the
+        grad_freeze.position (int32): the position in the sequence, in ``[0, plan.length)``; it advances by the
             updates a step applied, so an overflowing step or an accumulating micro-step keeps it.
     """
 
-    def __init__(self, strategy, cyclic):
+    def __init__(self, plan):
         super().__init__(auto_prefix=False)
-        self.strategy = tuple(strategy)
-        self.cyclic = bool(cyclic)
-        floors = list(self.strategy)
-        for t in range(len(floors) - 2, -1, -1):
-            floors[t] = min(floors[t], floors[t + 1])
-        self.floors = tuple(floors) if not self.cyclic else (min(self.strategy),) * len(floors)
-        self.trained_from = tuple(sorted(set(self.strategy)))
-        self.frozen_levels = tuple(sorted(set(self.floors) - {0}))
-        self.length = len(self.strategy)
-        self.strategy_table = Tensor(np.array(self.strategy, np.int32))
-        self.floor_table = Tensor(np.array(self.floors, np.int32))
         self.position = Parameter(_int32(0), name="grad_freeze.position", requires_grad=False)
+        self.fit(plan)
+
+    def fit(self, plan):
+        """Walk ``plan`` (the same groups, made for another run length: ``FreezePlan.for_run``). Its tables are
+        constants of the compiled step, so fit before the first step."""
+        self.plan = plan
+        self.trained_from = plan.trained_from
+        self.frozen_levels = plan.frozen_levels
+        self.length = plan.length
+        self.cyclic = plan.cyclic
+        self.strategy_table = Tensor(np.array(plan.sequence, np.int32))
 
     def train_from(self):
         return self.strategy_table[self.position]
-
-    def frozen_level(self):
-        return self.floor_table[self.position]
 
     def observer(self, weights):  # pylint: disable=unused-argument
         """None: the sequence needs no statistics."""
@@ -86,29 +83,12 @@ class SequenceSchedule(nn.Cell):
 
     def current_index(self):
         """The first group the next step trains (host int)."""
-        return self.strategy[int(self.position.asnumpy())]
+        return self.plan.train_from(int(self.position.asnumpy()))
 
     def frozen_for_good(self):
-        """The leading groups no remaining step trains (host int): with a progressive sequence the current index,
+        """The leading groups no remaining step trains (host int): with a sequence walked once the current index,
         with a cyclic one the smallest index of the whole sequence (usually 0)."""
-        return self.floors[int(self.position.asnumpy())]
-
-
-@dataclasses.dataclass(frozen=True)
-class AutoCriterion:
-    """The automatic schedule's constants, in optimizer updates (``GradientFreeze`` derives them from the config's
-    shares of the run).
-
-    Attributes:
-        interval (int): updates between two decisions, >= 1.
-        warmup (int): updates before the first freeze, >= 0: the least share of the run trained whole.
-        threshold (float): in (0, 1), the relative change of a segment's mean gradient norm between two intervals
-            below which it counts as converged.
-    """
-
-    interval: int
-    warmup: int
-    threshold: float
+        return self.plan.frozen_for_good(int(self.position.asnumpy()))
 
 
 class GradientNorms(nn.Cell):
@@ -154,9 +134,9 @@ class AutoSchedule(nn.Cell):
       all-reduce per step, outside any branch), so every rank decides the same.
 
     Args:
+        plan (FreezePlan): an "auto" plan: its ``groups`` and ``criterion``.
         segment_of (dict): ``{id(parameter): segment}`` for every trained parameter (its segment: the last group
-            that holds it). groups (int): the number of groups, >= 1. criterion (AutoCriterion): the constants.
-        distributed (bool): sum the statistics across ranks before deciding.
+            that holds it). distributed (bool): sum the statistics across ranks before deciding.
 
     Parameters (state, checkpointed):
         grad_freeze.frozen (int32): leading groups frozen for good; steps train from this group.
@@ -166,16 +146,11 @@ class AutoSchedule(nn.Cell):
         grad_freeze.updates (int32): updates applied so far.
     """
 
-    def __init__(self, segment_of, groups, criterion, distributed=False):
+    def __init__(self, plan, segment_of, distributed=False):
         super().__init__(auto_prefix=False)
         self.segment_of = dict(segment_of)
-        self.groups = int(groups)
-        self.interval = int(criterion.interval)
-        self.warmup = int(criterion.warmup)
-        self.threshold = float(criterion.threshold)
-        self.interval_end = self.warmup % self.interval  # updates % interval where every interval ends
-        self.trained_from = tuple(range(self.groups))
-        self.frozen_levels = tuple(range(1, self.groups))
+        self.groups = plan.groups
+        self.fit(plan)
         self.all_reduce = ops.AllReduce() if distributed else None
         self.group_ids = Tensor(np.arange(self.groups, dtype=np.int32))
         zeros = np.zeros(self.groups, np.float32)
@@ -185,10 +160,18 @@ class AutoSchedule(nn.Cell):
         self.last_norms = Parameter(Tensor(zeros), name="grad_freeze.last_norms", requires_grad=False)
         self.updates = Parameter(_int32(0), name="grad_freeze.updates", requires_grad=False)
 
-    def train_from(self):
-        return self.frozen + 0
+    def fit(self, plan):
+        """Follow ``plan`` (the same groups, made for another run length: ``FreezePlan.for_run``). Its interval and
+        warm-up are constants of the compiled step, so fit before the first step."""
+        self.plan = plan
+        self.trained_from = plan.trained_from
+        self.frozen_levels = plan.frozen_levels
+        self.interval = plan.criterion.interval
+        self.warmup = plan.criterion.warmup
+        self.threshold = plan.criterion.threshold
+        self.interval_end = self.warmup % self.interval  # updates % interval where every interval ends
 
-    def frozen_level(self):
+    def train_from(self):
         return self.frozen + 0
 
     def observer(self, weights):
@@ -237,11 +220,12 @@ class AutoSchedule(nn.Cell):
 
 
 def make_schedule(freeze_opt, distributed):
-    """The schedule of a ``FreezeOpt``: an ``AutoSchedule`` over its segments when it has a ``criterion``, else a
-    ``SequenceSchedule`` over its ``strategy``."""
-    if freeze_opt.criterion is None:
-        return SequenceSchedule(freeze_opt.strategy, freeze_opt.cyclic)
+    """The schedule of a ``FreezeOpt``'s plan: an ``AutoSchedule`` over its segments for an "auto" plan, else a
+    ``SequenceSchedule``."""
+    plan = freeze_opt.plan
+    if plan.kind != "auto":
+        return SequenceSchedule(plan)
     segment_of = {}
     for index, opt in enumerate(freeze_opt.opts):
         segment_of.update((id(p), index) for p in opt.parameters)
-    return AutoSchedule(segment_of, freeze_opt.groups_num, freeze_opt.criterion, distributed)
+    return AutoSchedule(plan, segment_of, distributed)

@@ -13,7 +13,7 @@ from mindspore.nn.optim import LARS, Optimizer
 
 from ..mindspore_internals import optimizer_init_arguments
 from ..rules import is_int
-from .schedules import AutoCriterion
+from .plan import FreezePlan
 from .shared_state import share_state
 
 __all__ = ["FreezeOpt", "group_parameters", "unfrozen"]
@@ -86,27 +86,30 @@ class FreezeOpt(nn.Cell):
         train_strategy (list, tuple or 1-D int32 Tensor): the first trained group of each step; default
             ``0, 1, ..., groups - 1``. cyclic (bool): after the strategy's last step start again at its first
             (the reference), or (False) stay at its last entry.
-        criterion (AutoCriterion): the automatic schedule's constants (``freeze_type`` 3), instead of a strategy:
-            the train cell's ``AutoSchedule`` decides while training from which group its steps train.
+        plan (FreezePlan): a config's schedule over these groups (``GradientFreeze`` passes it), instead of a
+            strategy: a sequence drawn for the run, or the automatic schedule, which decides while training.
+
+    Attributes:
+        plan (FreezePlan): the schedule the train cell follows (from ``plan``, or the given strategy's).
+        strategy (tuple of int): its sequence (() for the automatic schedule).
 
     Raises:
-        TypeError: ``opt`` is not an Optimizer, a group is not a list, or ``criterion`` is not an AutoCriterion.
-        ValueError: a strategy without groups or with a criterion, an index outside ``[0, groups)``, or a group
-        parameter that ``opt`` does not update.
+        TypeError: ``opt`` is not an Optimizer, a group is not a list, or ``plan`` is not a FreezePlan.
+        ValueError: a strategy without groups or with a plan, a plan of another number of groups, an index outside
+        ``[0, groups)``, or a group parameter that ``opt`` does not update.
     """
 
-    def __init__(self, opt, train_parameter_groups=None, train_strategy=None, *, cyclic=True, criterion=None):
+    def __init__(self, opt, train_parameter_groups=None, train_strategy=None, *, cyclic=True, plan=None):
         super().__init__(auto_prefix=False)
         if not isinstance(opt, Optimizer):
             raise TypeError(f"For 'FreezeOpt', 'opt' must be an Optimizer, but got {type(opt).__name__}.")
         if train_strategy is not None and train_parameter_groups is None:
             raise ValueError("For 'FreezeOpt', 'train_parameter_groups' must be given with 'train_strategy'.")
-        if train_strategy is not None and criterion is not None:
-            raise ValueError("For 'FreezeOpt', 'train_strategy' must be None with 'criterion' (the automatic schedule "
-                             "decides while training), but got both.")
-        if criterion is not None and not isinstance(criterion, AutoCriterion):
-            raise TypeError(f"For 'FreezeOpt', 'criterion' must be None or an AutoCriterion, but got "
-                            f"{type(criterion).__name__}.")
+        if train_strategy is not None and plan is not None:
+            raise ValueError("For 'FreezeOpt', 'train_strategy' must be None with 'plan' (the plan holds the "
+                             "schedule), but got both.")
+        if plan is not None and not isinstance(plan, FreezePlan):
+            raise TypeError(f"For 'FreezeOpt', 'plan' must be None or a FreezePlan, but got {type(plan).__name__}.")
         if train_parameter_groups is None:
             train_parameter_groups = [list(opt.parameters)]
         if not isinstance(train_parameter_groups, (list, tuple)) or not train_parameter_groups:
@@ -119,14 +122,18 @@ class FreezeOpt(nn.Cell):
             if stray or not group:
                 raise ValueError(f"For 'FreezeOpt', every train group must be a non-empty subset of the optimizer's "
                                  f"parameters, but got {stray or 'an empty group'}.")
-        self.strategy = self._strategy(train_strategy, len(groups))
-        self.train_strategy = None if train_strategy is None else Tensor(self.strategy, mstype.int32)
-        self.cyclic = bool(cyclic)
+        if plan is None:
+            plan = FreezePlan.from_sequence(self._strategy(train_strategy, len(groups)), len(groups), cyclic)
+        elif plan.groups != len(groups):
+            raise ValueError(f"For 'FreezeOpt', 'plan' must be made for the {len(groups)} train groups, but it has "
+                             f"{plan.groups}.")
+        self.plan = plan
+        self.strategy = plan.sequence
+        self.train_strategy = Tensor(plan.sequence, mstype.int32) if plan.sequence else None
         self.groups_num = len(groups)
         self.optimizer = opt
         self.parameters = opt.parameters
         self.opts = tuple(_suffix_optimizer(opt, group) for group in groups)
-        self.criterion = criterion
 
     @staticmethod
     def _strategy(train_strategy, groups):

@@ -1,0 +1,203 @@
+"""The freezing plan: what a freezing schedule does over a run, derived once, in plain Python.
+
+A ``FreezePlan`` is immutable. ``FreezePlan.from_section`` builds it from a ``grad_freeze`` config section and the
+run's length in updates; ``FreezePlan.from_sequence`` from the sequence a ``FreezeOpt`` was given. Every other part
+reads it: the schedule cells take their tables and constants from it (``schedules``), the train cell fits it to a
+run (``for_run``), and ``boost_cells.explain``, ``Model.train``'s log and every warning describe it. So a rule of a
+schedule (when it first freezes, which groups it freezes for good) is written here and nowhere else.
+
+Updates are counted as the schedule counts them: ``update`` is the number of optimizer updates applied before the
+one in question (from 0), so ``train_from(0)`` is the first update's first trained group; the ``first_*`` facts are
+1-based update numbers, as people count them ("update 159 of 528").
+"""
+import bisect
+import dataclasses
+import functools
+import math
+from types import MappingProxyType
+
+from .sequences import (CONTINUOUS, INTERVAL, PROGRESSIVE, continuous_cycle, freeze_index_sequence, is_automatic,
+                        progressive_index, sequence_length)
+
+__all__ = ["AutoCriterion", "FreezePlan", "auto_criterion", "run_updates"]
+
+_KINDS = MappingProxyType({CONTINUOUS: "continuous", INTERVAL: "interval", PROGRESSIVE: "progressive"})
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoCriterion:
+    """The automatic schedule's constants, in optimizer updates (``auto_criterion`` derives them from the config's
+    shares of the run).
+
+    Attributes:
+        interval (int): updates between two decisions, >= 1.
+        warmup (int): updates before the first freeze, >= 0: the least share of the run trained whole.
+        threshold (float): in (0, 1), the relative change of a segment's mean gradient norm between two intervals
+            below which it counts as converged.
+    """
+
+    interval: int
+    warmup: int
+    threshold: float
+
+
+def auto_criterion(total_steps, interval_share, warmup_share, threshold):
+    """The automatic schedule's ``AutoCriterion`` for a run of ``total_steps`` updates: a decision every
+    ``max(1, round(interval_share * total_steps))`` updates, none that freezes before ``ceil(warmup_share *
+    total_steps)`` updates."""
+    return AutoCriterion(interval=max(1, round(interval_share * total_steps)),
+                         warmup=math.ceil(round(warmup_share * total_steps, 9)), threshold=float(threshold))
+
+
+def run_updates(epochs, steps_per_epoch, accumulation_steps):
+    """The optimizer updates of a whole run, counted from its start (a resumed run included): ``epochs *
+    steps_per_epoch`` steps, one update per ``accumulation_steps`` micro-steps (at least 1, the least
+    ``total_steps``)."""
+    return max(1, epochs * steps_per_epoch // accumulation_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class FreezePlan:
+    """What a freezing schedule does over a run of ``total_steps`` updates.
+
+    Attributes:
+        kind (str): "continuous", "interval", "progressive", "auto" (the config's ``freeze_type`` 0 to 3) or "given"
+            (a sequence given to ``FreezeOpt``).
+        groups (int): the number of train groups, >= 1.
+        total_steps (int): the run length, in updates, the plan is made for.
+        sequence (tuple of int): for every kind but "auto", the first trained group of each update, walked from
+            the first entry; () for "auto", which decides while training.
+        cyclic (bool): after the sequence's last entry, start again at its first (else stay at the last).
+        criterion (AutoCriterion): the automatic schedule's constants; None for the other kinds.
+        section (Mapping): the ``grad_freeze`` section it was made from; None for a given sequence.
+    """
+
+    kind: str
+    groups: int
+    total_steps: int
+    sequence: tuple = ()
+    cyclic: bool = True
+    criterion: AutoCriterion = None
+    section: object = dataclasses.field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_section(cls, section, total_steps=None):
+        """The plan of a ``grad_freeze`` section for a run of ``total_steps`` updates (default: the section's
+        ``total_steps``)."""
+        total = int(section["total_steps"] if total_steps is None else total_steps)
+        groups, freeze_type = int(section["param_groups"]), section["freeze_type"]
+        if is_automatic(freeze_type):
+            criterion = auto_criterion(total, section["auto_interval_share"], section["auto_warmup_share"],
+                                       section["auto_threshold"])
+            return cls("auto", groups, total, criterion=criterion, section=section)
+        sequence = freeze_index_sequence(groups, freeze_type, section["freeze_p"], total, section["seed"])
+        return cls(_KINDS[freeze_type], groups, total, tuple(sequence), freeze_type != PROGRESSIVE, section=section)
+
+    @classmethod
+    def from_sequence(cls, sequence, groups, cyclic=True):
+        """The plan of a sequence given to ``FreezeOpt`` (its ``train_strategy``), which no run changes."""
+        sequence = tuple(int(index) for index in sequence)
+        return cls("given", int(groups), len(sequence), sequence, bool(cyclic))
+
+    def for_run(self, updates):
+        """This plan made for a run of ``updates`` updates, as ``Model.train`` fits a schedule whose config leaves
+        ``total_steps`` out; itself when the schedule does not depend on the run's length."""
+        if not self.depends_on_run or updates == self.total_steps:
+            return self
+        return FreezePlan.from_section(self.section, updates)
+
+    @functools.cached_property
+    def depends_on_run(self):
+        """Whether the run's length changes what the schedule does: the automatic schedule with more than one group,
+        an interval or progressive schedule that freezes at all (more than one group, ``freeze_p`` below 1); never a
+        continuous cycle or a given sequence."""
+        if self.section is None or self.groups < 2:
+            return False
+        return self.kind == "auto" or (self.kind in ("interval", "progressive") and self.section["freeze_p"] < 1)
+
+    @functools.cached_property
+    def floors(self):
+        """Per sequence entry, the leading groups no later update trains: the running minimum from the end for a
+        sequence walked once, the sequence's minimum everywhere for a cyclic one."""
+        if self.cyclic:
+            return (min(self.sequence),) * len(self.sequence) if self.sequence else ()
+        floors = list(self.sequence)
+        for t in range(len(floors) - 2, -1, -1):
+            floors[t] = min(floors[t], floors[t + 1])
+        return tuple(floors)
+
+    @functools.cached_property
+    def trained_from(self):
+        """Every first trained group an update can have: only the steps that train from these compile."""
+        return tuple(range(self.groups)) if self.kind == "auto" else tuple(sorted(set(self.sequence)))
+
+    @functools.cached_property
+    def frozen_levels(self):
+        """Every number above 0 of leading groups frozen for good the schedule can reach: the frozen-prefix cache
+        builds a step for each."""
+        return tuple(range(1, self.groups)) if self.kind == "auto" else tuple(sorted(set(self.floors) - {0}))
+
+    def position(self, update):
+        """The sequence entry of ``update`` (updates applied before it, from 0)."""
+        if self.cyclic:
+            return update % len(self.sequence)
+        return min(update, len(self.sequence) - 1)
+
+    def train_from(self, update):
+        """The first group ``update`` (from 0) trains; None for the automatic schedule, which decides while
+        training (never from a group above 0 before ``first_frozen_update``)."""
+        return None if self.kind == "auto" else self.sequence[self.position(update)]
+
+    def frozen_for_good(self, update):
+        """The leading groups that neither ``update`` (from 0) nor any later one trains; None for the automatic
+        schedule."""
+        return None if self.kind == "auto" else self.floors[self.position(update)]
+
+    @functools.cached_property
+    def first_frozen_update(self):
+        """The first update (from 1) that may train from a group above 0: the first such entry of the sequence, or
+        for the automatic schedule the first after its warm-up; None when none can."""
+        if self.kind == "auto":
+            return self.criterion.warmup + 1 if self.groups > 1 else None
+        return next((t + 1 for t, index in enumerate(self.sequence) if index > 0), None)
+
+    @property
+    def freezes(self):
+        """Whether some update trains from a group above 0."""
+        return self.first_frozen_update is not None
+
+    @property
+    def freezes_for_good(self):
+        """Whether front groups freeze for good (what the frozen-prefix cache needs)."""
+        return bool(self.frozen_levels)
+
+    @functools.cached_property
+    def stage_starts(self):
+        """``((k, first update from group k on), ...)`` (1-based updates) for each level ``k >= 1`` a sequence walked
+        once reaches for good; () for cyclic sequences and the automatic schedule."""
+        if self.kind == "auto" or self.cyclic:
+            return ()
+        return tuple((level, bisect.bisect_left(self.floors, level) + 1) for level in self.frozen_levels)
+
+    def decides_after(self, update):
+        """Whether the automatic schedule decides after ``update`` updates (from 1) were applied: at the end of
+        every interval, the first that may freeze ending exactly at the warm-up."""
+        criterion = self.criterion
+        return update % criterion.interval == criterion.warmup % criterion.interval
+
+    @property
+    def continuous_cycle(self):
+        """The continuous schedule's repeated cycle (``continuous_cycle``); None for the other kinds."""
+        if self.kind != "continuous":
+            return None
+        return tuple(continuous_cycle(self.groups, self.section["freeze_p"]))
+
+    @property
+    def length(self):
+        """The sequence's length (``int(total_steps * 1.01)`` entries for a config's sequence); 0 for "auto"."""
+        return len(self.sequence) if self.kind != "auto" else 0
+
+    @staticmethod
+    def sequence_length(total_steps):
+        """The length of a sequence drawn for ``total_steps`` updates (``sequence_length``)."""
+        return sequence_length(total_steps)
