@@ -3,11 +3,10 @@
 Loss-scaled training that runs on CPU, GPU and Ascend, gradient accumulation and AdaSum, configured by a
 validated JSON boost config, stand-alone or data-parallel. ``python -m boost_cells explain CONFIG.json`` prints what a
 config will do (``boost_cells.explain``; ``Model.train`` logs the same). Every module path of ``mindspore.boost``
-(``boost_cells.grad_accumulation``, ``boost_cells.boost_cell_wrapper``, ...) is an alias of this package's names
-(``boost_cells.reference_paths``).
+is a module of boost_cells (``boost_cells.grad_accumulation``, ``boost_cells.boost_cell_wrapper``, ...): nine small
+files that re-export the package's names from where its own layout defines them; ``import boost_cells`` imports them,
+as ``import mindspore.boost`` imports its modules.
 """
-import sys
-
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning
 from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
@@ -19,7 +18,8 @@ from .transforms import CommonHeadLastFN, LessBN, OptimizerProcess, ParameterPro
 from .steps import freeze_cell
 from .train_cells import BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, build_train_network
 from .multi_optimizer import MultiOptimizerTrainOneStepCell
-from .reference_paths import register as _register_reference_paths
+from . import (adasum, base, boost, boost_cell_wrapper, dim_reduce, grad_accumulation, grad_freeze,
+               group_loss_scale_manager, less_batch_normalization)
 
 __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostMonitor", "BoostTrainOneStepCell",
            "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DimReduce", "DynamicLossScaleUpdate",
@@ -29,5 +29,3 @@ __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostMon
            "gradient_accumulation_op", "gradient_clear_op", "locate_overflow"]
 
 __version__ = "0.1.0"
-
-_register_reference_paths(sys.modules[__name__])
