@@ -32,7 +32,7 @@ from .config import warn_user
 from .distributed import parallel_info
 from .explain import Run, explain, summary
 from .host_hooks import FrozenPrefixHook
-from .mindspore_internals import ModelBuildHooks, amp_network
+from .mindspore_internals import ModelBuildHooks, amp_network, model_network, model_optimizer
 from .train_cells import build_train_network
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
 from .freezing.run import counts_steps, run_updates, warn_if_run_differs
@@ -175,7 +175,7 @@ class Model(ModelBuildHooks):
         logged = self.boost.config.replace("grad_freeze", **sink) if sink else self.boost.config
         if sink or fit:
             self.boost.config = self.boost.config.replace("grad_freeze", **sink, **fit)
-            optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
+            optimizer = freeze_optimizer(self.boost.config, model_network(self), unfrozen(model_optimizer(self)))
             previous = self.replace_train_network(optimizer)
             _carry_own_state(previous, self.train_network)
         self._log_boost(logged, epoch, train_dataset, dataset_sink_mode, sink_size)
@@ -186,7 +186,7 @@ class Model(ModelBuildHooks):
         unless ``epoch`` or the steps an epoch are not a count, which MindSpore's own checks then refuse."""
         if not _LOG.isEnabledFor(logging.INFO):
             return
-        if self._optimizer is None and any(config.features.values()):
+        if model_optimizer(self) is None and any(config.features.values()):
             _LOG.info("boost level %s not applied: the network trains as it is (the Model has no optimizer).",
                       config.level_name)
             return
@@ -231,7 +231,7 @@ class Model(ModelBuildHooks):
         run = f"{epoch} epochs of {steps} steps"
         if accumulation > 1:
             run += f", {accumulation} micro-steps per update"
-        warn_if_run_differs(config.section("grad_freeze"), self._optimizer.strategy, updates, run)
+        warn_if_run_differs(config.section("grad_freeze"), model_optimizer(self).strategy, updates, run)
         return {}
 
     def build_train(self, parts):

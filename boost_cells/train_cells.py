@@ -166,7 +166,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         ``nn.TrainOneStepCell``) becomes the full step's reduction too, so ``construct`` applies it. Frozen suffix
         steps keep their own reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
         super().__setattr__(name, value)
-        if name == "grad_reducer" and "train_step" in self.__dict__.get("_cells", ()):
+        if name == "grad_reducer" and "train_step" in self.name_cells():
             self.update.grad_reducer = value
 
     def _name_own_state(self):
