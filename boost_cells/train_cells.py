@@ -171,7 +171,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
 
     def _name_own_state(self):
         """A second train cell on the same optimizer prefixes its own state (``boost_cells.shared_optimizer``)."""
-        self.state_prefix = share_prefix(self.optimizer, self)
+        self.state_prefix = share_prefix(self.optimizer)
         prefix_own_state(self, self.state_prefix, self.network, self.optimizer)
 
     def check_adasum_enable(self):
