@@ -7,6 +7,10 @@ saying what it relies on; ``tests/test_mindspore_internals.py`` pins each of tho
 MindSpore upgrade that changes one fails there, loudly, naming the internal, instead of somewhere deep in a
 train cell.
 
+Nothing else in the package imports a private MindSpore module or name or reads a private attribute of a MindSpore
+object: the private-mindspore contract in ``.importlinter`` and ``tests/private_access_check.py`` (both run by
+``tests/test_layers.py``) fail the build when something does.
+
 The pinned version is MindSpore 2.10. This module is the bottom layer: it imports MindSpore only, nothing from
 boost_cells.
 """
@@ -19,9 +23,10 @@ from mindspore.common.sparse_tensor import RowTensorInner as _RowTensorInner  # 
 from mindspore.train import Model as _MindSporeModel
 
 __all__ = ["ModelBuildHooks", "ModelParts", "SkipUnchangedCompilePhase", "amp_network", "ascend_uses_float_status",
-           "communication_group_exists", "float32_flags", "make_row_tensor", "npu_clear_float_status",
-           "npu_get_float_status", "optimizer_init_arguments", "prefixes_child_names", "refresh_sequential_cell",
-           "reset_pynative_executor", "to_float_request"]
+           "communication_group_exists", "float32_flags", "forget_listed_parameter", "make_row_tensor",
+           "model_network", "model_optimizer", "npu_clear_float_status", "npu_get_float_status",
+           "optimizer_init_arguments", "prefixes_child_names", "refresh_sequential_cell", "reset_pynative_executor",
+           "to_float_request", "with_loss_cell_parts"]
 
 
 # ------------------------------------------------------------------------------------------------ nn.Cell
@@ -54,6 +59,29 @@ def prefixes_child_names(cell):
     Relies on: ``nn.Cell.__init__(auto_prefix=...)`` keeps the flag in the private attribute ``_auto_prefix``.
     """
     return bool(cell._auto_prefix)  # pylint: disable=protected-access
+
+
+def forget_listed_parameter(cell, parameter):
+    """Forget that ``cell`` holds ``parameter`` in a plain list or tuple attribute, as the Parameter leaves the cell
+    (its list is swapped for another): a later list may then hold another Parameter of the same name.
+
+    Relies on: ``nn.Cell.__setattr__`` records each Parameter of an assigned list or tuple of Parameters (one that is
+    not a ``ParameterTuple``: those go into the parameter table) in ``cell.exist_objs`` and its name in
+    ``cell.exist_names`` (undocumented sets, never cleared by MindSpore), and raises ValueError for a Parameter of
+    a recorded name that is not a recorded object.
+    """
+    if parameter in cell.exist_objs:
+        cell.exist_objs.discard(parameter)
+        cell.exist_names.discard(parameter.name)
+
+
+def with_loss_cell_parts(cell):
+    """``(backbone, loss_fn)``: the two arguments an ``nn.WithLossCell`` was built with.
+
+    Relies on: ``nn.WithLossCell.__init__(backbone, loss_fn)`` keeps them in ``_backbone`` and ``_loss_fn`` (only the
+    backbone has a public accessor, ``backbone_network``), and its ``construct`` calls them.
+    """
+    return cell._backbone, cell._loss_fn  # pylint: disable=protected-access
 
 
 def refresh_sequential_cell(cell):
@@ -239,6 +267,24 @@ def _store_model_parts(model, parts):
     # pylint: disable=protected-access
     model._network, model._optimizer, model._eval_network = parts.network, parts.optimizer, parts.eval_network
     model._boost_level = parts.boost_level
+
+
+def model_network(model):
+    """The network ``model`` (a ``mindspore.train.Model``) trains: the constructor's, after the boost transform
+    (``ModelBuildHooks.build_boost``), without the train cell around it.
+
+    Relies on: ``Model`` keeps it in ``_network``, which its ``train`` hands its callbacks as ``network``.
+    """
+    return model._network  # pylint: disable=protected-access
+
+
+def model_optimizer(model):
+    """The optimizer ``model`` (a ``mindspore.train.Model``) trains with, or None: the constructor's, after the boost
+    transform, or the one ``ModelBuildHooks.replace_train_network`` set.
+
+    Relies on: ``Model`` keeps it in ``_optimizer``, which its ``train`` hands its callbacks as ``optimizer``.
+    """
+    return model._optimizer  # pylint: disable=protected-access
 
 
 def _set_train_network_inputs(train_network, network, loss_fn):

@@ -34,7 +34,7 @@ from .distributed import parallel_info
 from .explain import Run, explain, run_differs, summary
 from .freezing import FreezeOpt, freeze_optimizer, run_updates, unfrozen
 from .host_hooks import FrozenPrefixHook
-from .mindspore_internals import ModelBuildHooks, amp_network
+from .mindspore_internals import ModelBuildHooks, amp_network, model_network, model_optimizer
 from .rules import complies
 from .train_cells import build_train_network
 
@@ -178,7 +178,7 @@ class Model(ModelBuildHooks):
         if fit:
             self.train_network.fit_to_run(fit["total_steps"])
         if sink:
-            optimizer = freeze_optimizer(self.boost.config, self._network, unfrozen(self._optimizer))
+            optimizer = freeze_optimizer(self.boost.config, model_network(self), unfrozen(model_optimizer(self)))
             previous = self.replace_train_network(optimizer)
             _carry_own_state(previous, self.train_network)
         self._log_boost(logged, epoch, train_dataset, dataset_sink_mode, sink_size)
@@ -189,7 +189,7 @@ class Model(ModelBuildHooks):
         unless ``epoch`` or the steps an epoch are not a count, which MindSpore's own checks then refuse."""
         if not _LOG.isEnabledFor(logging.INFO):
             return
-        if self._optimizer is None and any(config.features.values()):
+        if model_optimizer(self) is None and any(config.features.values()):
             _LOG.info("boost level %s not applied: the network trains as it is (the Model has no optimizer).",
                       config.level_name)
             return

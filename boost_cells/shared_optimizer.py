@@ -18,11 +18,7 @@ collector freed in between. A cell rebuilt on the same optimizer object is a fur
 a single-cell checkpoint under the plain names into a rebuilt cell, rebuild the optimizer too, as a resumed run
 does.
 """
-import re
-
-__all__ = ["own_state", "prefix_own_state", "share_prefix", "train_cells_built_on", "unprefixed"]
-
-_PREFIX = re.compile(r"^share[1-9][0-9]*\.")
+__all__ = ["own_state", "prefix_own_state", "share_prefix", "train_cells_built_on"]
 
 # The count of train cells built on an optimizer, kept on the optimizer (a plain int attribute, not state).
 _COUNT = "_boost_cells_train_cells"
@@ -33,13 +29,11 @@ def train_cells_built_on(optimizer):
     return getattr(optimizer, _COUNT, 0)
 
 
-def share_prefix(optimizer, cell):
-    """The prefix for ``cell``'s own state: "" for the first train cell built on ``optimizer``, "share<n>." for the
-    n-th further one, counted in order of construction on the optimizer object (see the module docstring).
-
-    ``cell`` is the train cell being built; only the count decides, whether earlier cells are alive or not.
+def share_prefix(optimizer):
+    """The prefix for the own state of a train cell being built on ``optimizer``: "" for the first one, "share<n>."
+    for the n-th further one, counted in order of construction on the optimizer object (see the module docstring):
+    only the count decides, whether earlier cells are alive or not.
     """
-    del cell  # the signature callers use; the name depends on the count alone
     index = train_cells_built_on(optimizer)
     object.__setattr__(optimizer, _COUNT, index + 1)
     return f"share{index}." if index else ""
@@ -56,8 +50,3 @@ def prefix_own_state(cell, prefix, *owners):
     for param in own_state(cell, *owners):
         if not param.name.startswith(prefix):
             param.name = prefix + param.name
-
-
-def unprefixed(name):
-    """``name`` without a ``share<n>.`` prefix: the name the state has in the first cell on its optimizer."""
-    return _PREFIX.sub("", name, count=1)

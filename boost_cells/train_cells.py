@@ -167,12 +167,12 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         ``nn.TrainOneStepCell``) becomes the full step's reduction too, so ``construct`` applies it. Frozen suffix
         steps keep their own reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
         super().__setattr__(name, value)
-        if name == "grad_reducer" and "train_step" in self.__dict__.get("_cells", ()):
+        if name == "grad_reducer" and "train_step" in self.name_cells():
             self.update.grad_reducer = value
 
     def _name_own_state(self):
         """A second train cell on the same optimizer prefixes its own state (``boost_cells.shared_optimizer``)."""
-        self.state_prefix = share_prefix(self.optimizer, self)
+        self.state_prefix = share_prefix(self.optimizer)
         prefix_own_state(self, self.state_prefix, self.network, self.optimizer)
 
     def check_adasum_enable(self):

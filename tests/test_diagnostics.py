@@ -143,6 +143,39 @@ def test_network_state_is_left_as_found():
         np.testing.assert_array_equal(parameter.asnumpy(), before[parameter.name], err_msg=parameter.name)
 
 
+class _RaisesAfterForward(nn.Cell):
+    """A network with loss whose BatchNorm (in training mode) moves its statistics, then raises while ``fail``;
+    else its loss indexes a Tensor by an int (what fails in a PyNative executor left with an open grad graph)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.SequentialCell([nn.Dense(4, 4), nn.BatchNorm1d(4)])
+        self.fail = True
+
+    def construct(self, x):
+        out = self.body(x)
+        if self.fail:
+            raise ValueError("planted")
+        return out[0].sum()
+
+
+def test_a_raising_pass_leaves_the_mode_and_the_state_as_found(mode):
+    """The network raises inside the locator's PyNative pass: the error comes through, the execution mode and the
+    BatchNorm statistics are back as found, and the PyNative executor too (the next pass runs)."""
+    net = _RaisesAfterForward()
+    net.set_train(True)
+    before = {p.name: p.asnumpy().copy() for p in net.get_parameters()}
+    x = Tensor(np.random.RandomState(0).randn(8, 4).astype(np.float32) * 5 + 3)
+    with pytest.raises(ValueError, match="planted"):
+        locate_overflow(net, x)
+    assert ms.get_context("mode") == MODES[mode]
+    for parameter in net.get_parameters():
+        np.testing.assert_array_equal(parameter.asnumpy(), before[parameter.name], err_msg=parameter.name)
+    net.fail = False
+    assert len(locate_overflow(net, x)) == 0
+    assert ms.get_context("mode") == MODES[mode]
+
+
 @pytest.mark.parametrize("sens", [0.0, -1.0, float("nan"), float("inf"), True, "1"])
 def test_bad_sens_is_refused(sens):
     x, y = mlp_batch(1.0)

@@ -1,5 +1,7 @@
 """The structure of the package: the import contracts in .importlinter hold (imports go one way, config -> parts
--> compositions -> entry points, and nothing imports a command line), and no module keeps mutable state at module
+-> compositions -> entry points, nothing imports a command line, and only mindspore_internals imports MindSpore's
+private modules); no module but mindspore_internals uses MindSpore's private modules, names or attributes
+(tests/private_access_check.py), and the checker fails a broken sample; no module keeps mutable state at module
 level. Run the contracts by hand with ``lint-imports`` from the repository root."""
 import collections
 import importlib
@@ -10,6 +12,7 @@ import weakref
 
 import boost_cells
 from tests.launch import ROOT
+from tests.private_access_check import package_sources, problems, sample_source
 
 LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
@@ -24,7 +27,72 @@ def test_import_contracts_are_kept():
                              "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
-    assert "Contracts: 2 kept, 0 broken." in report, report
+    assert "Contracts: 3 kept, 0 broken." in report, report
+
+
+def test_mindspore_private_parts_are_used_in_mindspore_internals_only():
+    """Outside boost_cells/mindspore_internals.py no module imports a private MindSpore module or name, nor uses a
+    private attribute the package does not define itself, nor MindSpore's private state in a subclass of a
+    MindSpore class (see tests/private_access_check.py)."""
+    assert problems(package_sources(ROOT)) == []
+
+
+BROKEN = """import importlib
+import sys
+
+import mindspore._c_expression
+from mindspore import nn
+from mindspore.communication._comm_helper import _ExistingGroup
+from mindspore.graph.api import _pynative_executor
+
+_FLAG = "_own_flag"
+EXTENSION = importlib.import_module("mindspore._c_expression")
+
+
+def children(cell):
+    return cell._cells, getattr(cell, "_cell_init_args"), cell.__dict__.get("_params"), "_scope" in vars(cell)
+
+
+def own_state(cell):
+    object.__setattr__(cell, _FLAG, True)
+    return cell._own_flag, cell.__dict__.get("_own_flag"), sys._getframe(0), _lookup()
+
+
+def _lookup():
+    return None
+
+
+class Counter(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self._count = 0
+        self._auto_prefix = False
+
+    def _get_name(self):
+        return super()._get_name() + str(self._count)
+"""
+
+
+def test_the_private_access_checker_fails_a_broken_sample():
+    """Each kind of private use is reported with its line; the package's own private state (set on self, by name,
+    or defined at module level) and sys._getframe are not; mindspore_internals.py is not checked."""
+    assert problems([sample_source("boost_cells/sample.py", BROKEN)]) == [
+        "boost_cells/sample.py:4: imports MindSpore's private mindspore._c_expression",
+        "boost_cells/sample.py:6: imports MindSpore's private mindspore.communication._comm_helper._ExistingGroup",
+        "boost_cells/sample.py:7: imports MindSpore's private mindspore.graph.api._pynative_executor",
+        "boost_cells/sample.py:10: imports MindSpore's private mindspore._c_expression",
+        "boost_cells/sample.py:14: reads the private attribute '_cells', which boost_cells does not define "
+        "(MindSpore's)",
+        "boost_cells/sample.py:14: uses the private attribute '_cell_init_args' by name, which boost_cells does not "
+        "define (MindSpore's)",
+        "boost_cells/sample.py:14: uses the private attribute '_params' by name, which boost_cells does not define "
+        "(MindSpore's)",
+        "boost_cells/sample.py:14: uses the private attribute '_scope' by name, which boost_cells does not define "
+        "(MindSpore's)",
+        "boost_cells/sample.py:30: Counter uses '_auto_prefix', which a MindSpore class of its MRO defines",
+        "boost_cells/sample.py:32: Counter defines '_get_name', which a MindSpore class of its MRO defines",
+        "boost_cells/sample.py:33: Counter uses '_get_name', which a MindSpore class of its MRO defines"]
+    assert problems([sample_source("boost_cells/mindspore_internals.py", BROKEN)]) == []
 
 
 def test_no_module_level_mutable_state():

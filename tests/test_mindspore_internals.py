@@ -8,7 +8,7 @@ import os
 import mindspore as ms
 import numpy as np
 import pytest
-from mindspore import Tensor, nn, ops
+from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.train.loss_scale_manager import DynamicLossScaleManager, FixedLossScaleManager
 
@@ -94,6 +94,32 @@ def test_to_float_marks_cells_by_flags(dtype):
     assert net[0].get_flags()["fp16"] == (dtype == mstype.float16)
     assert net[0].get_flags()["bf16"] == (dtype == mstype.bfloat16)
     assert internals.to_float_request({"defer_inline": True}) is None
+
+
+def test_listed_parameters_are_recorded_until_forgotten():
+    """Cell.__setattr__ records the Parameters of a plain list in exist_objs/exist_names and refuses another
+    Parameter of a recorded name; forget_listed_parameter lets the list be swapped for one holding that name."""
+    mine, theirs = Parameter(Tensor(1.0), name="lr"), Parameter(Tensor(2.0), name="lr")
+    refusing, forgetting = nn.Cell(), nn.Cell()
+    refusing.group = [mine]
+    assert mine in refusing.exist_objs and "lr" in refusing.exist_names
+    with pytest.raises(ValueError, match="already exists"):
+        refusing.group = [theirs]
+    forgetting.group = [mine]
+    internals.forget_listed_parameter(forgetting, mine)
+    internals.forget_listed_parameter(forgetting, mine)  # no longer recorded: nothing to forget
+    forgetting.group = [theirs]
+    assert forgetting.group[0] is theirs and theirs in forgetting.exist_objs and mine not in forgetting.exist_objs
+
+
+def test_with_loss_cell_parts():
+    """nn.WithLossCell keeps its arguments in _backbone and _loss_fn and computes loss_fn(backbone(data), label)."""
+    net, loss = Linear(), nn.MSELoss()
+    cell = nn.WithLossCell(net, loss)
+    backbone, loss_fn = internals.with_loss_cell_parts(cell)
+    assert backbone is net and loss_fn is loss and cell.backbone_network is net
+    x, y = Tensor(np.ones((2, 4), np.float32)), Tensor(np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(cell(x, y).asnumpy(), loss_fn(backbone(x), y).asnumpy())
 
 
 def test_sequential_cell_runs_its_cell_list_until_refreshed():
@@ -285,3 +311,42 @@ def test_model_trains_a_replaced_train_network():
     model.train(1, ms.dataset.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(2), callbacks=[Seen()])
     assert seen == [(model.train_network, frozen)]
     np.testing.assert_array_equal(net.fc.weight.asnumpy(), before)  # trained by the replacement's lr 0
+
+
+def _first_step_params(model):
+    """The ``cb_params`` that ``model.train`` hands its callbacks at the end of its first step (one step of one
+    epoch)."""
+    seen = []
+
+    class Seen(ms.train.Callback):
+        def on_train_step_end(self, run_context):
+            seen.append(run_context.original_args())
+
+    x, y = np.ones((2, 4), np.float32), np.zeros((2, 3), np.float32)
+    model.train(1, ms.dataset.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(2), callbacks=[Seen()])
+    return seen[0]
+
+
+def test_model_network_is_the_one_train_hands_its_callbacks():
+    """Model keeps the network (after the boost transform) in _network, and train hands it to its callbacks."""
+    given, boosted = Linear(), Linear(seed=1)
+
+    class Boosting(internals.ModelBuildHooks):
+        def build_boost(self, parts, kwargs):
+            return dataclasses.replace(parts, network=boosted)
+
+    model = Boosting(given, nn.MSELoss(), nn.SGD(boosted.trainable_params(), 0.1))
+    assert internals.model_network(model) is boosted
+    assert _first_step_params(model).network is boosted
+
+
+def test_model_optimizer_is_the_one_train_hands_its_callbacks():
+    """Model keeps the optimizer in _optimizer (None without one; replace_train_network's after it), and train
+    hands it to its callbacks."""
+    net = Linear()
+    assert internals.model_optimizer(internals.ModelBuildHooks(net, nn.MSELoss())) is None
+    model = internals.ModelBuildHooks(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.1))
+    frozen = nn.SGD(net.trainable_params(), 0.0)
+    model.replace_train_network(frozen)
+    assert internals.model_optimizer(model) is frozen
+    assert _first_step_params(model).optimizer is frozen

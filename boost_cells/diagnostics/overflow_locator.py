@@ -5,11 +5,13 @@ In float16 on Ascend (saturation mode) an overflow clamps to +-65504 instead of 
 the largest finite value of its dtype (+-65504 for float16) counts as an overflow ("saturated"), not only inf/nan.
 
 Cell hooks fire only in PYNATIVE_MODE, so ``locate_overflow`` switches to it for one forward and one backward pass
-and then restores the mode it found. It runs on the host, outside any training step, and leaves the network as it
-found it (the backward pass updates no weight; non-trainable Parameters such as BatchNorm statistics are restored).
+and then restores the mode it found, also when the network raises. It runs on the host, outside any training step,
+and leaves the network as it found it (the backward pass updates no weight; non-trainable Parameters such as
+BatchNorm statistics are restored).
 ``FirstOverflowReporter`` (used by the loss-scaled train cell) and ``OverflowReportCallback`` (for ``Model.train``)
 run it once, on the first overflowing step of a run, on that step's batch and loss scale.
 """
+import contextlib
 import json
 import logging
 import math
@@ -24,7 +26,7 @@ from mindspore.common import dtype as mstype
 from mindspore.train import Callback
 
 from ..distributed import parallel_info
-from ..mindspore_internals import prefixes_child_names
+from ..mindspore_internals import prefixes_child_names, reset_pynative_executor
 from ..rules import allowed, complies
 from ..files import writable_path, write_atomic
 
@@ -294,17 +296,31 @@ def locate_overflow(network, *inputs, sens=1.0):
         raise TypeError(f"For 'locate_overflow', 'network' must be a Cell (the network with loss), but got "
                         f"{type(network).__name__}.")
     sens = _check_sens(sens)
-    mode = ms.get_context("mode")
-    state = [(p, p.value().copy()) for p in network.get_parameters() if not p.requires_grad]
     weights = network.trainable_params()
-    ms.set_context(mode=ms.PYNATIVE_MODE)
-    try:
+    with _pynative_pass(network):
         with _Recorder(network) as recorder:
             loss, backward = ms.vjp(lambda: network(*inputs), weights=weights)
             _, grads = backward(ops.fill(loss.dtype, loss.shape, sens))
         weight_grads = {id(p): g for p, g in zip(weights, grads)}
         loss_value = float(_to_numpy(loss).reshape(-1)[0]) if isinstance(loss, Tensor) and loss.size == 1 else None
         return OverflowReport(recorder.records(weight_grads), sens, loss_value)
+
+
+@contextlib.contextmanager
+def _pynative_pass(network):
+    """PYNATIVE_MODE (where cell hooks fire) for a forward and backward pass over ``network``; on the way out, even
+    when the pass raises, what the pass changed is put back: the execution mode found on the way in, the values of
+    ``network``'s non-trainable Parameters (BatchNorm statistics a forward pass updates), and after an exception the
+    PyNative executor's grad state (a forward pass that raised under ``ms.vjp`` leaves its grad graph open, and every
+    later PyNative grad step of the process would fail)."""
+    mode = ms.get_context("mode")
+    state = [(p, p.value().copy()) for p in network.get_parameters() if not p.requires_grad]
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    try:
+        yield
+    except BaseException:
+        reset_pynative_executor()
+        raise
     finally:
         for parameter, value in state:
             parameter.set_data(value)
@@ -363,15 +379,6 @@ class FirstOverflowReporter:
         self.report = locate_overflow(train_cell.network, *inputs, sens=self._scale)
         write_atomic(self.path, self.report.to_json())  # a reader never sees half a report
         _LOGGER.warning("First overflow of the run; report written to %s\n%s", self.path, self.report)
-
-    def step(self, train_cell, call, inputs):
-        """Run ``call(*inputs)`` (one step of ``train_cell``, returning ``(loss, overflow, scale)``) with reporting."""
-        if self.done:
-            return call(*inputs)
-        self.before_step(train_cell)
-        outputs = call(*inputs)
-        self.after_step(train_cell, inputs, outputs[1])
-        return outputs
 
 
 class OverflowReportCallback(Callback):

@@ -27,6 +27,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
+from ..mindspore_internals import with_loss_cell_parts
 from ..rules import is_int
 
 __all__ = ["FrozenPrefixCache", "PrefixSnapshot", "StagedNetwork", "Stages", "split_stages", "staged_network"]
@@ -113,7 +114,7 @@ def staged_network(network, who="grad_freeze.cache_frozen_prefix"):
         if type(inner).__name__ == "LessBN" and isinstance(getattr(inner, "network", None), nn.Cell):
             inner, less_bn = inner.network, True
         elif isinstance(inner, nn.WithLossCell) and loss_fn is None:
-            inner, loss_fn = inner._backbone, inner._loss_fn  # pylint: disable=protected-access
+            inner, loss_fn = with_loss_cell_parts(inner)
         else:
             break
     if isinstance(inner, (nn.SequentialCell, Stages)) and len(list(inner)) >= 2:

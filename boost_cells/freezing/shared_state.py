@@ -9,13 +9,16 @@ The copy is re-pointed through the Cell attribute protocol only (``setattr``/``d
 ``__init__`` set its state), matched by attribute name, never by Parameter name: the original's state may have been
 renamed (``pair0.global_step`` in the GAN cell) without breaking the match.
 
-A plain list or tuple of Parameters assigned to a Cell (the optimizer's ``group_lr`` once its constructor reorders
-its groups by ``order_params``) is not held in the Cell's parameter table: ``Cell.__setattr__`` only records the
-objects and names in the Cell's public ``exist_objs``/``exist_names`` registry, to refuse a second Parameter of the
-same name. When such a list is swapped for the owner's, the copy's own Parameters leave the Cell, so their entries
-leave the registry first; otherwise the owner's Parameter of the same name would be refused.
+A plain list or tuple of Parameters assigned to a Cell (the optimizer's ``group_lr`` once its constructor reorders its
+groups by ``order_params``) is not held in the Cell's parameter table: ``Cell.__setattr__`` only records the objects and
+names in the Cell's undocumented ``exist_objs``/``exist_names`` registry, to refuse a second Parameter of the same name.
+When such a list is swapped for the owner's, the copy's own Parameters leave the Cell, so their entries leave the
+registry first (``mindspore_internals.forget_listed_parameter``); otherwise the owner's Parameter of the same name would
+be refused.
 """
 from mindspore import Parameter, ParameterTuple
+
+from ..mindspore_internals import forget_listed_parameter
 
 __all__ = ["share_state"]
 
@@ -37,14 +40,6 @@ def _counterparts(name, mine, theirs, copy, owner, who):
         return list(theirs)
     raise TypeError(f"For '{who}', the optimizer state '{name}' of a {type(copy).__name__} has {len(mine)} entries "
                     f"and the original's has {len(theirs)}; this state cannot be split by parameter group.")
-
-
-def _leave_registry(cell, parameter):
-    """Forget ``parameter`` in ``cell``'s record of Parameters held in plain lists and tuples (see the module
-    docstring), as it leaves the cell."""
-    if parameter in cell.exist_objs:
-        cell.exist_objs.discard(parameter)
-        cell.exist_names.discard(parameter.name)
 
 
 def share_state(copy, owner, who="share_state"):
@@ -72,7 +67,7 @@ def share_state(copy, owner, who="share_state"):
                     if isinstance(value, ParameterTuple):
                         delattr(sub, parameter.name)
                     else:
-                        _leave_registry(sub, parameter)
+                        forget_listed_parameter(sub, parameter)
             kind = ParameterTuple if isinstance(value, ParameterTuple) else type(value)
             setattr(sub, name, kind(counterparts))
         for key, parameter in list(sub.parameters_and_names(expand=False)):
