@@ -66,7 +66,7 @@ def worker(args):
     net, net_with_loss = mlp()
     ours = BoostTrainOneStepCell(net_with_loss, nn.Momentum(net.trainable_params(), 0.01, 0.9),
                                  boost_config=accumulation)
-    ours.update.apply_update.grad_reducer = CountingReducer(ours.update.apply_update.grad_reducer)
+    ours.update.set_grad_reducer(CountingReducer(ours.update.grad_reducer))
     net, net_with_loss = mlp()
     before = ReduceEveryMicroStep(net_with_loss, nn.Momentum(net.trainable_params(), 0.01, 0.9), k)
     before.reducer = CountingReducer(before.reducer)
@@ -94,7 +94,7 @@ def worker(args):
             times_b.append(time_b)
         return float(np.median(ratios)), 1e3 * float(np.median(times_a)), 1e3 * float(np.median(times_b))
 
-    counters = (ours.update.apply_update.grad_reducer.calls, before.reducer.calls)
+    counters = (ours.update.grad_reducer.calls, before.reducer.calls)
     for counter in counters:
         counter.set_data(Tensor(0, mstype.int32))
     cycles_run = 3

@@ -24,7 +24,7 @@ from mindspore.train import Model as _MindSporeModel
 
 __all__ = ["ModelBuildHooks", "ModelParts", "SkipUnchangedCompilePhase", "amp_network", "ascend_uses_float_status",
            "communication_group_exists", "float32_flags", "forget_listed_parameter", "make_row_tensor",
-           "model_network", "model_optimizer", "npu_clear_float_status", "npu_get_float_status",
+           "model_optimizer", "npu_clear_float_status", "npu_get_float_status",
            "optimizer_init_arguments", "prefixes_child_names", "refresh_sequential_cell", "reset_pynative_executor",
            "to_float_request", "with_loss_cell_parts"]
 
@@ -269,18 +269,9 @@ def _store_model_parts(model, parts):
     model._boost_level = parts.boost_level
 
 
-def model_network(model):
-    """The network ``model`` (a ``mindspore.train.Model``) trains: the constructor's, after the boost transform
-    (``ModelBuildHooks.build_boost``), without the train cell around it.
-
-    Relies on: ``Model`` keeps it in ``_network``, which its ``train`` hands its callbacks as ``network``.
-    """
-    return model._network  # pylint: disable=protected-access
-
-
 def model_optimizer(model):
     """The optimizer ``model`` (a ``mindspore.train.Model``) trains with, or None: the constructor's, after the boost
-    transform, or the one ``ModelBuildHooks.replace_train_network`` set.
+    transform.
 
     Relies on: ``Model`` keeps it in ``_optimizer``, which its ``train`` hands its callbacks as ``optimizer``.
     """
@@ -309,9 +300,6 @@ class ModelBuildHooks(_MindSporeModel):
     - ``build_train(parts) -> Cell or None``: the train network; None builds MindSpore's own. The train network
       gets the network's (and loss function's) input signature, as in MindSpore's builder.
 
-    ``replace_train_network(optimizer)`` builds the train network again through ``build_train``, for a change that
-    only ``train`` can know of.
-
     Relies on (``mindspore/train/model.py``): ``Model.__init__`` keeps its arguments in ``_network``,
     ``_loss_fn``, ``_optimizer``, ``_eval_network``, ``_amp_level``, ``_boost_level``, ``_loss_scale_manager``
     (``_loss_scale_manager_set`` when given) and ``_keep_bn_fp32``, then calls ``self._build_boost_network(kwargs)``,
@@ -329,16 +317,6 @@ class ModelBuildHooks(_MindSporeModel):
     def build_train(self, parts):  # pylint: disable=unused-argument
         """The train network (see the class docstring); default: None, MindSpore's own."""
         return None
-
-    def replace_train_network(self, optimizer):
-        """Make ``optimizer`` the model's optimizer and build the train network again (``build_train`` on the
-        current parts); the next ``train`` trains the new one. Returns the previous train network, which nothing
-        in the model uses any more. Call it before the previous one was compiled or run, or its work is lost."""
-        previous = self._train_network
-        self._optimizer = optimizer
-        self._train_network = self._build_train_network()
-        self._train_network._jit_config_dict = previous._jit_config_dict  # pylint: disable=protected-access
-        return previous
 
     def _build_boost_network(self, kwargs):
         _store_model_parts(self, self.build_boost(_model_parts(self), kwargs))

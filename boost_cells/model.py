@@ -32,9 +32,8 @@ from .auto_boost import AutoBoost
 from .config import warn_user
 from .distributed import parallel_info
 from .explain import Run, explain, run_differs, summary
-from .freezing import FreezeOpt, freeze_optimizer, run_updates, unfrozen
-from .host_hooks import FrozenPrefixHook
-from .mindspore_internals import ModelBuildHooks, amp_network, model_network, model_optimizer
+from .freezing import FreezeOpt, run_updates
+from .mindspore_internals import ModelBuildHooks, amp_network, model_optimizer
 from .rules import complies
 from .train_cells import build_train_network
 
@@ -63,17 +62,6 @@ def _steps_per_epoch(dataset, dataset_sink_mode, sink_size):
     if dataset_sink_mode and sink_size > 0 and device_target() != "CPU":
         return sink_size
     return dataset.get_dataset_size()
-
-
-def _carry_own_state(previous, cell):
-    """Copy into ``cell`` the value of every Parameter of ``previous`` with the same name that ``cell`` does not
-    share (the train cell's own state: the schedule position, a loss scale and its counters, accumulation buffers),
-    so state loaded into ``previous`` (a checkpoint, to resume) survives a rebuild."""
-    values = {param.name: param for param in previous.get_parameters()}
-    for param in cell.get_parameters():
-        old = values.get(param.name)
-        if old is not None and old is not param:
-            param.set_data(ms.Tensor(old.asnumpy(), old.dtype))
 
 
 class Model(ModelBuildHooks):
@@ -177,10 +165,6 @@ class Model(ModelBuildHooks):
             self.boost.config = self.boost.config.replace("grad_freeze", **sink, **fit)
         if fit:
             self.train_network.fit_to_run(fit["total_steps"])
-        if sink:
-            optimizer = freeze_optimizer(self.boost.config, model_network(self), unfrozen(model_optimizer(self)))
-            previous = self.replace_train_network(optimizer)
-            _carry_own_state(previous, self.train_network)
         self._log_boost(logged, epoch, train_dataset, dataset_sink_mode, sink_size)
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
 
@@ -202,21 +186,23 @@ class Model(ModelBuildHooks):
                        "\n".join(explain(config, run, info.size if info.distributed else 1)))
 
     def _sink_mode_changes(self):
-        """The ``grad_freeze`` changes sink mode on GPU/Ascend needs: the frozen-prefix cache left out (with a
-        warning); raise for any other host-side feature."""
+        """The ``grad_freeze`` changes sink mode on GPU/Ascend needs: the frozen-prefix cache's route steps aside
+        (with a warning), so the train cell's own step, freezing inside the graph, runs in the device's loop; raise
+        for any other host-side feature."""
         cell = self.train_network
-        hooks = [hook for hook in getattr(cell, "host_hooks", ()) if not isinstance(hook, FrozenPrefixHook)]
+        route = getattr(cell, "prefix_route", None)
+        hooks = [hook for hook in getattr(cell, "active_hooks", ()) if hook is not route]
         if hooks:
             names = ", ".join(type(hook).__name__ for hook in hooks)
             raise ValueError(f"For 'Model.train', 'dataset_sink_mode' must be False on {device_target()} with the "
                              f"host-side feature(s) {names} on (sink mode runs the train cell inside a data wrapper's "
                              "graph, where no host code runs between steps), but got True.")
-        if getattr(cell, "prefix_cache", None) is None:
+        if route is None or not route.active:
             return {}
-        warn_user(f"For 'Model.train', 'grad_freeze.cache_frozen_prefix' is left out in dataset sink mode on "
-                  f"{device_target()}: the cache runs on the host between steps, and sink mode runs the steps inside "
-                  "the device's loop. Freezing itself is decided in the graph and stays; set the key to false, or "
-                  "use dataset_sink_mode=False to keep the cache.")
+        route.step_aside(f"For 'Model.train', 'grad_freeze.cache_frozen_prefix' is left out in dataset sink mode on "
+                         f"{device_target()}: the cache runs on the host between steps, and sink mode runs the steps "
+                         "inside the device's loop. Freezing itself is decided in the graph and stays; set the key to "
+                         "false, or use dataset_sink_mode=False to keep the cache.")
         return {"cache_frozen_prefix": False}
 
     def _fit_schedule_to_run(self, epoch, steps):

@@ -11,16 +11,16 @@ from mindspore import nn, ops
 
 from .distributed import parallel_info
 from .diagnostics.overflow_locator import FirstOverflowReporter
-from .host_hooks import HostHooks, OverflowReportHook
+from .host_hooks import HostHooks
 from .scaling.group_loss_scale import GroupLossScaleManager
 from .scaling.loss_scale import HeldLossScale, LossScale
 from .scaling.overflow import make_overflow_detector
-from .steps import freezing_schedule, make_train_step, make_update_strategy
+from .steps import build_step
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .rules import check
 from .config import warn_user
 from .train_cells import check_cells, resolve_config
-from .freezing import freeze_optimizer, unfrozen
+from .freezing import freeze_optimizer
 
 __all__ = ["MultiOptimizerTrainOneStepCell"]
 
@@ -195,18 +195,19 @@ class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Ce
         optimizers = [freeze_optimizer(config, network, optimizer) for network, optimizer in pairs]
         self.shared_scale = not isinstance(scale_sense, (list, tuple))
         scales = [LossScale(senses[0])] if self.shared_scale else [LossScale(sense) for sense in senses]
-        updates = [make_update_strategy(config, unfrozen(optimizer), info, network)
-                   for network, optimizer in zip(networks, optimizers)]
+        # A pair's frozen steps run inside this cell's one graph: the frozen-prefix cache was left out (warned).
+        pair_config = config.replace("grad_freeze", cache_frozen_prefix=False)
         self.loss_scales = nn.CellList(scales, auto_prefix=False)
         # A pair moves its own scale in its step only when it owns it and decides alone; else this cell moves it.
         self.pairs_move_scales = not self.shared_scale and not shared_overflow
         steps = []
-        for index, (network, optimizer, update, detector) in enumerate(zip(networks, optimizers, updates, detectors)):
+        for index, (network, optimizer, detector) in enumerate(zip(networks, optimizers, detectors)):
             scale = scales[0 if self.shared_scale else index]
-            steps.append(make_train_step(
-                network, optimizer, config, info, update, schedule=freezing_schedule(optimizer, info),
+            steps.append(build_step(
+                network, optimizer, pair_config, info, who=_NAME,
                 loss_scale=scale if self.pairs_move_scales else HeldLossScale(scale),
-                overflow_detector=detector if detector is not None else make_overflow_detector(info.distributed)))
+                overflow_detector=detector if detector is not None else make_overflow_detector(info.distributed)
+            ).train_step)
         _name_state_apart(steps, {id(w) for network in networks for w in network.get_parameters()})
         # auto_prefix=False: a prefixing CellList (slices of one included) renames every parameter it holds.
         self.steps = nn.CellList(steps, auto_prefix=False)
@@ -216,7 +217,7 @@ class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Ce
         sources = [SimpleNamespace(network=network, scale_sense=scales[0 if self.shared_scale else index].scale_sense)
                    for index, network in enumerate(networks)]
         self.host_hooks = tuple(
-            OverflowReportHook(FirstOverflowReporter(path), source=source, pair=index)
+            FirstOverflowReporter(path, source=source, pair=index)
             for index, (source, path) in enumerate(zip(sources, _pair_report_paths(report, self.count)))
             if path is not None)
 
@@ -231,7 +232,8 @@ class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Ce
         """Each pair's whole step in list order; the next pair's inputs wait for this pair's overflow read."""
         losses, flags, scales = (), (), ()
         for index in range(self.count):
-            loss, overflow, scale = self.steps[index](*inputs)
+            outputs, _ = self.steps[index](*inputs)
+            loss, overflow, scale = outputs
             inputs = tuple([ops.depend(value, overflow) for value in inputs])
             losses += (loss,)
             flags += (overflow,)

@@ -1,43 +1,44 @@
-"""The step factory: every step a train cell can take, built once in ``__init__`` from the public parts.
+"""The step builder: every step a train cell can take, built once, in one place, from the public parts.
 
-A step is value-and-grad over a set of weights, then the update strategy; a loss-scaled step puts an overflow
-window (the detector's clear/read around the backward pass, unscaling by the loss-scale part), the part's policy
-and a skip between the two. The train cells' full step, every frozen suffix of gradient freezing (selected in the
-graph by ``FreezeSwitch``, or on a cached frozen prefix's outputs: ``make_prefix_cache``), ``freeze_cell``'s steps
-and every pair of the GAN cell come from here. Suffix steps are
-built over shared Parameters by construction: they hold the same loss-scale part and detector objects as the full
-step, and their strategies reuse the full strategy's state (accumulation buffers and counter, AdaSum's saved
-weights).
+A step is value-and-grad over a set of weights, then the update strategy (``boost_cells.updates``); a loss-scaled
+step puts an overflow window (the detector's clear/read around the backward pass, unscaling by the loss-scale part),
+the part's policy and a skip between the two. Every step returns ``(outputs, applied)``: the train cell's outputs and
+the optimizer updates its strategy applied (0 on an overflow or an accumulating micro-step), by which a freezing
+schedule advances.
+
+``build_step`` returns a ``BuiltStep``: the train step (one ``Step``, or with gradient freezing a ``FreezeSwitch``
+over one step per trained suffix, selected in the graph), the update strategy of the full step, the freezing
+schedule, and, where the frozen-prefix cache applies, its host route (``PrefixCacheRoute``). Suffix steps are built
+over shared state by the strategy contract (``for_suffix``) and hold the same loss-scale part and detector objects as
+the full step. The GAN cell's pairs and ``freeze_cell``'s steps come from here too.
 """
+import dataclasses
+
 from mindspore import nn, ops
 
-from .config import BoostConfig
-from .distributed import make_grad_reducer, parallel_info
-from .freezing import (FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network,
-                       unfrozen)
+from .config import BoostConfig, warn_user
+from .distributed import parallel_info
+from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
+from .freezing import unfrozen
+from .host_hooks import PrefixCacheRoute
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
 
-__all__ = ["ScaledStep", "Step", "caches_frozen_prefix", "freeze_cell", "freezing_schedule", "make_prefix_cache",
-           "make_train_step", "make_update_strategy"]
+__all__ = ["BuiltStep", "ScaledStep", "Step", "StepOutputs", "build_step", "freeze_cell", "make_update_strategy"]
 
 
-def make_update_strategy(config, optimizer, info, network=None, shared=None):
-    """The update strategy a config asks for: DimReduce (which re-runs ``network``, the network with loss), AdaSum
-    or a plain reduced step, under accumulation if enabled.
-
-    ``shared`` is the full step's strategy when this one serves a frozen suffix (``optimizer`` over some of its
-    weights): the suffix strategy then uses its state. Stand-alone, AdaSum has one group, and the AdaSum of one
-    group's weight delta is that delta: the plain step. So level O2 trains stand-alone, as the reference's does."""
+def make_update_strategy(config, optimizer, info, network=None):
+    """The update strategy a config asks for over ``optimizer``: DimReduce (which re-runs ``network``, the network
+    with loss), AdaSum or a plain reduced step, under accumulation if enabled. Stand-alone, AdaSum has one group, and
+    the AdaSum of one group's weight delta is that delta: the plain step. So level O2 trains stand-alone, as the
+    reference's does."""
     if config.enabled("dim_reduce"):
         return make_dim_reduce(config.section("dim_reduce"), network, optimizer, info)
-    accumulating = config.accumulation_steps > 1
     if config.enabled("adasum") and info.distributed:
-        inner = shared.apply_update if accumulating and shared is not None else shared
-        apply = AdaSumUpdate(optimizer, info, config.section("common")["device_number"], shared=inner)
+        apply = AdaSumUpdate(optimizer, info, config.section("common")["device_number"])
     else:
-        apply = ApplyGradients(optimizer, make_grad_reducer(optimizer.parameters, info))
-    if accumulating:
-        return GradientAccumulation(config.accumulation_steps, optimizer, apply, shared=shared)
+        apply = ApplyGradients(optimizer, info)
+    if config.accumulation_steps > 1:
+        return GradientAccumulation(config.accumulation_steps, optimizer, apply)
     return apply
 
 
@@ -47,11 +48,11 @@ class Step(nn.Cell):
     Args:
         network (Cell): the network with loss. weights (ParameterTuple): the weights to differentiate (a suffix
             of the network's under gradient freezing; the backward pass stops at the first of them).
-        update (Cell): the update strategy (``boost_cells.updates``). sens (float): the backward pass's start.
+        update (UpdateStrategy): the update strategy. sens (float): the backward pass's start.
         observer (Cell): sees the gradients of every clean step (``construct(grads) -> token``: the automatic
             freezing schedule's statistics); default None.
 
-    Inputs: ``*inputs``, the network's. Outputs: the loss.
+    Inputs: ``*inputs``, the network's. Outputs: ``(loss, applied)``.
     """
 
     def __init__(self, network, weights, update, sens=1.0, observer=None):
@@ -62,15 +63,12 @@ class Step(nn.Cell):
         self.sens = sens
         self.observer = observer
         self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
-        self.update_takes_inputs = getattr(update, "takes_inputs", False)
 
     def apply(self, loss, grads, inputs):
-        """The update strategy's step; a strategy with ``takes_inputs`` (DimReduce) also gets the step's inputs."""
+        """The update strategy's step on a clean step's gradients: ``(loss, applied)``."""
         if self.observer is not None:
             loss = ops.depend(loss, self.observer(grads))
-        if self.update_takes_inputs:
-            return self.update(loss, grads, *inputs)
-        return self.update(loss, grads)
+        return self.update.step(loss, grads, inputs)
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
@@ -83,12 +81,12 @@ class ScaledStep(Step):
     """One loss-scaled step: an overflow window, the loss-scale part's policy, and the update on a clean step only.
 
     Args:
-        network, weights, update: as ``Step``.
+        network, weights, update, observer: as ``Step``.
         loss_scale (Cell): the loss-scale part (``LossScale``, ``GroupLossScale`` or ``HeldLossScale``).
         overflow_detector (Cell): ``FiniteCheck`` or ``NPUFloatStatusCheck`` (``boost_cells.scaling``).
 
-    Inputs: ``*inputs``. Outputs: ``(loss, overflow, loss_scale)``: the flag that decided the skip and a copy of
-    the scale after the policy's update.
+    Inputs: ``*inputs``. Outputs: ``((loss, overflow, loss_scale), applied)``: the flag that decided the skip and a
+    copy of the scale after the policy's update.
     """
 
     def __init__(self, network, weights, update, loss_scale, overflow_detector, observer=None):
@@ -109,21 +107,25 @@ class ScaledStep(Step):
     def construct(self, *inputs):
         loss, grads, overflow = self.gradients(inputs)
         overflow, scale = self.loss_scale(overflow, grads)
+        applied = self.update.no_update
         if not overflow:
-            self.apply(loss, grads, inputs)
-        return loss, overflow, scale
+            _, applied = self.apply(loss, grads, inputs)
+        return (loss, overflow, scale), applied
 
 
-def _group_steps(network, optimizer, config, info, update, make_step):
-    """One step per group of ``optimizer`` (a ``FreezeOpt``): ``make_step(network, opts[k], strategy)``, the
-    unfrozen optimizer's step with ``update`` itself, each suffix's with a strategy sharing ``update``'s state;
-    groups with the same optimizer share one step."""
-    base = unfrozen(optimizer)
-    built = {id(base): make_step(network, base, update)}
-    for opt in optimizer.opts:
-        if id(opt) not in built:
-            built[id(opt)] = make_step(network, opt, make_update_strategy(config, opt, info, network, shared=update))
-    return [built[id(opt)] for opt in optimizer.opts]
+class StepOutputs(nn.Cell):
+    """A step's outputs without its applied count: what a train cell, or the reference's ``freeze_nets``, returns.
+
+    Args:
+        step (Cell): a step returning ``(outputs, applied)``.
+    """
+
+    def __init__(self, step):
+        super().__init__(auto_prefix=False)
+        self.step = step
+
+    def construct(self, *inputs):
+        return self.step(*inputs)[0]
 
 
 def _step_maker(schedule, sens, loss_scale, overflow_detector):
@@ -139,42 +141,91 @@ def _step_maker(schedule, sens, loss_scale, overflow_detector):
     return make_step
 
 
-def caches_frozen_prefix(config, optimizer):
-    """Whether the config asks a train step over ``optimizer`` to cache its frozen prefix: a ``FreezeOpt`` and the
-    config's ``grad_freeze.cache_frozen_prefix`` (the train cell decides whether it can)."""
-    return isinstance(optimizer, FreezeOpt) and config.section("grad_freeze")["cache_frozen_prefix"]
+def _group_steps(network, optimizer, update, make_step):
+    """One step per group of ``optimizer`` (a ``FreezeOpt``): ``make_step(network, opts[k], strategy)``, the
+    unfrozen optimizer's step with ``update`` itself, each suffix's with ``update.for_suffix``; groups with the same
+    optimizer share one step."""
+    base = unfrozen(optimizer)
+    built = {id(base): make_step(network, base, update)}
+    for opt in optimizer.opts:
+        if id(opt) not in built:
+            built[id(opt)] = make_step(network, opt, update.for_suffix(opt))
+    return [built[id(opt)] for opt in optimizer.opts]
 
 
-def freezing_schedule(optimizer, info):
-    """The freezing schedule of a train step over ``optimizer`` (``make_schedule``; all-reduced statistics when
-    ``info`` is data-parallel), or None when it is not a ``FreezeOpt``."""
-    return make_schedule(optimizer, info.distributed) if isinstance(optimizer, FreezeOpt) else None
+@dataclasses.dataclass(frozen=True)
+class BuiltStep:
+    """What ``build_step`` built.
+
+    Attributes:
+        train_step (Cell): the step a train cell's ``construct`` runs; ``(outputs, applied)``.
+        update (UpdateStrategy): the full step's update strategy.
+        adasum (AdaSumUpdate): the AdaSum part of ``update`` (itself, or the one its accumulation applies); None.
+        schedule (Cell): the freezing schedule (``train_step`` is then a ``FreezeSwitch``); None without freezing.
+        prefix_route (PrefixCacheRoute): the frozen-prefix cache's host route; None where the cache does not apply.
+    """
+
+    train_step: nn.Cell
+    update: nn.Cell
+    adasum: nn.Cell = None
+    schedule: nn.Cell = None
+    prefix_route: object = None
 
 
-def make_train_step(network, optimizer, config, info, update, *, schedule=None, cache_prefix=False, sens=1.0,
-                    loss_scale=None, overflow_detector=None):
-    """The step of a train cell over ``optimizer``: a ``Step`` (``ScaledStep`` with a ``loss_scale`` part), or for a
-    ``FreezeOpt`` a ``FreezeSwitch`` over one such step per trained suffix, driven by ``schedule``
-    (``freezing_schedule``). With ``cache_prefix`` every step that trains from a group ``k >= 1`` is taken on the
-    frozen-prefix cache's host route (``make_prefix_cache``), so the switch holds the full step only (one compiled
-    branch) and keeps the schedule.
+def build_step(network, optimizer, config, info, *, who, own_construct=True, sens=1.0, loss_scale=None,
+               overflow_detector=None):
+    """Every step a train cell over ``network`` and ``optimizer`` can take, as ``config`` asks (see the module).
 
     Args:
         network (Cell): the network with loss. optimizer (Cell): the optimizer, or a ``FreezeOpt``.
-        config (BoostConfig): the suffix strategies' config. info (ParallelInfo): the parallel setting.
-        update (Cell): the update strategy over the unfrozen optimizer (``make_update_strategy``).
-        schedule (Cell): the ``FreezeOpt``'s schedule (required with one). cache_prefix (bool): the frozen steps
-            run on the cache's route.
+        config (BoostConfig): the config. info (ParallelInfo): the parallel setting.
+        who (str): the train cell's name, for warnings. own_construct (bool): the cell runs its own ``construct``
+            (False: a subclass's, which the frozen-prefix cache's host route would bypass, so it is left out).
         sens (float): a plain step's backward start. loss_scale, overflow_detector (Cell): a loss-scaled step's.
+
+    Returns:
+        BuiltStep.
+
+    Warns:
+        BoostConfigWarning: the config asks for the frozen-prefix cache where it cannot apply (a subclass's own
+            ``construct``, a schedule that never freezes for good); the cell freezes without it.
     """
-    make_step = _step_maker(schedule, sens, loss_scale, overflow_detector)
+    update = make_update_strategy(config, unfrozen(optimizer), info, network)
+    inner = update.apply_update if isinstance(update, GradientAccumulation) else update
+    adasum = inner if isinstance(inner, AdaSumUpdate) else None
     if not isinstance(optimizer, FreezeOpt):
-        return make_step(network, optimizer, update)
-    global_step = unfrozen(optimizer).global_step
-    if cache_prefix:
-        full = make_step(network, unfrozen(optimizer), update)
-        return FreezeSwitch(schedule, global_step, [full] * optimizer.groups_num)
-    return FreezeSwitch(schedule, global_step, _group_steps(network, optimizer, config, info, update, make_step))
+        step = _step_maker(None, sens, loss_scale, overflow_detector)(network, optimizer, update)
+        return BuiltStep(step, update, adasum)
+    schedule = make_schedule(optimizer, info.distributed)
+    make_step = _step_maker(schedule, sens, loss_scale, overflow_detector)
+    steps = _group_steps(network, optimizer, update, make_step)
+    route = None
+    if _cache_applies(config, optimizer, schedule, who, own_construct):
+        route = _prefix_route(network, optimizer, config, update, schedule, steps[0], make_step)
+    return BuiltStep(FreezeSwitch(schedule, steps), update, adasum, schedule, route)
+
+
+def _cache_applies(config, optimizer, schedule, who, own_construct):
+    """Whether the frozen-prefix cache applies: the config asks for it, the cell runs its own ``construct`` and the
+    schedule freezes groups for good. Where the config asks for it but it cannot apply, warn, naming the key."""
+    section = config.section("grad_freeze")
+    if not section["cache_frozen_prefix"]:
+        return False
+    if not own_construct:
+        warn_user(f"For '{who}', 'grad_freeze.cache_frozen_prefix' is left out: the cache takes frozen steps on the "
+                  "host, around construct, so this subclass's own construct would not run on them. The cell freezes "
+                  "without the cache; set the key to false to silence this.")
+        return False
+    if not schedule.frozen_levels:
+        warn_user(f"'grad_freeze.cache_frozen_prefix' is on, but the freezing schedule (freeze_type "
+                  f"{section['freeze_type']!r}) never freezes a group for good (continuous and interval schedules "
+                  "train every group again), so nothing is cached. Use freeze_type 2 (progressive) or 'auto', or "
+                  "switch the cache off.")
+        return False
+    if config.enabled("dim_reduce"):
+        raise ValueError("'grad_freeze.cache_frozen_prefix' cannot be used with 'dim_reduce', whose line search "
+                         "re-runs the whole network; switch one of them off.")
+    return True
 
 
 def _stage_starts(staged, optimizer):
@@ -194,46 +245,38 @@ def _stage_starts(staged, optimizer):
     return [0] + starts[1:]
 
 
-def make_prefix_cache(network, optimizer, config, info, update, switch, *, sens=1.0, loss_scale=None,
-                      overflow_detector=None):
-    """The frozen-prefix cache's segments and steps: ``(FrozenPrefixCache, {level: step})`` for a ``switch`` whose
-    schedule freezes groups for good (``schedule.frozen_levels``).
+def _prefix_route(network, optimizer, config, update, schedule, full_step, make_step):
+    """The frozen-prefix cache's host route for a schedule that freezes groups for good (``schedule.frozen_levels``).
 
     Level ``k`` (the schedule's ``frozen_for_good()``) trains from group ``k`` on the cached outputs of the stages
-    before it: its step is a ``Step``/``ScaledStep`` (as ``make_train_step``'s) over ``opts[k]`` and the suffix
-    network (``nn.WithLossCell`` of the remaining stages and the loss), its strategy sharing ``update``'s state,
-    advancing the switch's schedule as the switch's own steps do (``ScheduledStep``). Segment ``j`` of the cache is
-    the stages of group ``j`` that group ``j + 1`` does not train.
+    before it: its step is a ``Step``/``ScaledStep`` over ``opts[k]`` and the suffix network (``nn.WithLossCell`` of
+    the remaining stages and the loss), its strategy ``update.for_suffix``, advancing the schedule as the switch's
+    own steps do (``ScheduledStep``). Level 0 takes ``full_step``. Segment ``j`` of the cache is the stages of group
+    ``j`` that group ``j + 1`` does not train.
 
     Raises:
-        TypeError: ``network`` has no stages (``staged_network``). ValueError: groups not at stage boundaries, or
-            ``dim_reduce`` on (it re-runs the whole network).
+        TypeError: ``network`` has no stages (``staged_network``). ValueError: groups not at stage boundaries.
     """
-    if config.enabled("dim_reduce"):
-        raise ValueError("'grad_freeze.cache_frozen_prefix' cannot be used with 'dim_reduce', whose line search "
-                         "re-runs the whole network; switch one of them off.")
     staged = staged_network(network)
-    schedule = switch.schedule
     starts = _stage_starts(staged, optimizer) + [len(staged.stages)]
     segments = [Stages(staged.stages[starts[j]:starts[j + 1]]) for j in range(optimizer.groups_num - 1)]
-    make_step = _step_maker(schedule, sens, loss_scale, overflow_detector)
     steps = {}
     for level in schedule.frozen_levels:
         suffix = staged.suffix_with_loss(starts[level])
         opt = optimizer.opts[level]
-        step = make_step(suffix, opt, make_update_strategy(config, opt, info, suffix, shared=update))
-        steps[level] = ScheduledStep(schedule, switch.global_step, step)
+        steps[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
     cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
-    return cache, steps
+    return PrefixCacheRoute(schedule, cache, ScheduledStep(schedule, full_step), steps)
 
 
 def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulation, mean=None, degree=None,
                 max_accumulation_step=1):
     """One train step per group of ``optimizer`` (a ``FreezeOpt``); drop-in for ``mindspore.boost.freeze_cell``.
 
-    Each is a ``Step`` over the group's suffix optimizer, with gradient accumulation over ``max_accumulation_step``
-    micro-steps when ``use_grad_accumulation`` (all sharing one buffer set, where the reference crashes), reducing
-    across ranks as the current parallel context says; ``grad`` replaces its ``GradOperation`` when given.
+    Each returns the loss, as the reference's ``freeze_nets`` do: a ``Step`` over the group's suffix optimizer, with
+    gradient accumulation over ``max_accumulation_step`` micro-steps when ``use_grad_accumulation`` (all sharing one
+    buffer set, where the reference crashes), reducing across ranks as the current parallel context says; ``grad``
+    replaces its ``GradOperation`` when given.
 
     Raises:
         TypeError: ``optimizer`` is not a FreezeOpt. ValueError: ``reducer_flag``, ``mean`` or ``degree``
@@ -259,4 +302,4 @@ def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulat
         return step
 
     update = make_update_strategy(config, unfrozen(optimizer), info, network)
-    return tuple(_group_steps(network, optimizer, config, info, update, make_step))
+    return tuple(StepOutputs(step) for step in _group_steps(network, optimizer, update, make_step))

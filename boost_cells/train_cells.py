@@ -7,24 +7,24 @@ reference's documented methods and flags are kept for subclasses that write thei
 ports of YOLOv5/YOLOv7 add EMA or gradient clipping that way). Host-side features (the first-overflow report) are
 host hooks (``boost_cells.host_hooks``).
 """
+import functools
 import warnings
 
 from mindspore import nn, ops
 
-from .config import BoostConfig, latest_config, warn_user
+from .config import BoostConfig, latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
-from .host_hooks import FrozenPrefixHook, HostHooks, OverflowReportHook
+from .host_hooks import HostHooks
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .rules import check
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
 from .shared_optimizer import prefix_own_state, share_prefix
-from .steps import caches_frozen_prefix, freezing_schedule, make_prefix_cache, make_train_step, make_update_strategy
+from .steps import build_step
 from .transforms import apply_less_bn
-from .updates import AdaSumUpdate, GradientAccumulation
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
            "make_loss_scale", "resolve_config"]
@@ -55,12 +55,6 @@ def check_cells(name, network, optimizer):
                         f"{type(optimizer).__name__}.")
 
 
-def _strategy_of(update, kind):
-    """The part of type ``kind`` in an update strategy (itself, or the one an accumulation applies), or None."""
-    inner = update.apply_update if isinstance(update, GradientAccumulation) else update
-    return update if isinstance(update, kind) else inner if isinstance(inner, kind) else None
-
-
 class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneStepCell):
     """One training step with the features of a boost config; an ``nn.TrainOneStepCell``.
 
@@ -81,13 +75,17 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         freeze (bool): gradient freezing is on (the config's ``grad_freeze``, or a ``FreezeOpt`` optimizer).
         use_grad_accumulation (bool), max_accumulation_step (int): accumulation and its micro-steps.
         enable_adasum, enable_dim_reduce (bool): AdaSum (data-parallel only) and DimReduce are on.
-        train_step (Cell): the step ``construct`` runs (``boost_cells.steps``): a ``FreezeSwitch`` (Parameter
-            ``grad_freeze.position``; ``current_index()`` is the next step's first trained group) when freezing.
-        update (Cell): the update strategy of the full step.
-        prefix_cache (FrozenPrefixCache): with ``grad_freeze.cache_frozen_prefix``, the cache of the prefix frozen
-            for good (``hits``, ``misses``, ``seconds`` spent computing prefix outputs); else None. Once groups are
+        train_step (Cell): the step ``construct`` runs (``boost_cells.steps``), returning ``(outputs, applied)``: a
+            ``FreezeSwitch`` (``current_index()`` is the next step's first trained group) when freezing.
+        freeze_plan (FreezePlan): what the freezing schedule does over the run (None without freezing);
+            ``fit_to_run(updates)`` fits it to a run before the first step.
+        update (UpdateStrategy): the update strategy of the full step; ``adasum`` its AdaSum part (or None).
+        prefix_route (PrefixCacheRoute): with ``grad_freeze.cache_frozen_prefix``, the frozen-prefix cache's host
+            route, which takes every step while active (``boost_cells.host_hooks``); else None. ``prefix_cache``: its
+            cache (``hits``, ``misses``, ``seconds`` spent computing prefix outputs), or None. Once groups are
             frozen for good, a call looks its first input up there and trains the suffix on the cached outputs
-            (a host route: the cell then refuses to be compiled nested, as with any host hook).
+            (a host route: the cell then refuses to be compiled nested, as with any host hook, unless the route
+            stepped aside: ``prefix_route.step_aside``, as ``Model.train`` does in sink mode).
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: Tensor, the loss (of this micro-batch when accumulating).
@@ -103,45 +101,47 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self._init_boost(network, optimizer, sens, boost_config)
         self._build_step()
 
+    def __init_subclass__(cls, **kwargs):
+        """A subclass's ``__init__`` may assign its own ``grad_reducer`` (as subclasses of ``nn.TrainOneStepCell``
+        do); when it returns, the cell hands that reducer to the full step's update strategy
+        (``UpdateStrategy.set_grad_reducer``), so ``construct`` applies it. Frozen suffix steps keep their own
+        reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            if self.grad_reducer is not self._built_reducer:
+                self.update.set_grad_reducer(self.grad_reducer)
+                self._built_reducer = self.grad_reducer
+
+        cls.__init__ = __init__
+
     def _build_step(self, report=(), **scaling):
-        """The step ``construct`` runs (``train_step``, with the freezing schedule when freezing) and the host hooks:
-        the frozen-prefix cache's route (``prefix_cache``, None without the cache) and ``report``; ``scaling`` is a
-        loss-scaled step's ``loss_scale`` and ``overflow_detector``. Then the cell's own state is named."""
-        parts = (self.network, self.optimizer, self.boost_config, self.parallel, self.update)
-        schedule = freezing_schedule(self.optimizer, self.parallel)
-        cached = self._caches_prefix(schedule)
-        self.train_step = make_train_step(*parts, schedule=schedule, cache_prefix=cached, sens=self.sens, **scaling)
-        hooks = ()
-        self.prefix_cache = None
-        if cached:
-            self.prefix_cache, steps = make_prefix_cache(*parts, self.train_step, sens=self.sens, **scaling)
-            self.prefix_steps = nn.CellList(list(steps.values()), auto_prefix=False)
-            hooks = (FrozenPrefixHook(schedule, self.prefix_cache, steps),)
-        self.host_hooks = hooks + tuple(report)
+        """Everything the cell can run, from the step builder (``boost_cells.steps.build_step``): ``train_step``
+        (with the freezing schedule when freezing), the full step's ``update`` and ``grad_reducer``, and the host
+        hooks: the frozen-prefix cache's route (``prefix_route``; ``prefix_cache`` is its cache, None without the
+        cache) and ``report``; ``scaling`` is a loss-scaled step's ``loss_scale`` and ``overflow_detector``. Then the
+        cell's own state is named."""
+        built = build_step(self.network, self.optimizer, self.boost_config, self.parallel, who=type(self).__name__,
+                           own_construct=type(self).construct is BoostTrainOneStepCell.construct, sens=self.sens,
+                           **scaling)
+        self.train_step, self.update, self.adasum = built.train_step, built.update, built.adasum
+        self.enable_adasum = built.adasum is not None
+        self.grad_reducer = built.update.grad_reducer if built.update.grad_reducer is not None else nn.Identity()
+        self._built_reducer = self.grad_reducer
+        self.prefix_route = built.prefix_route
+        self.prefix_cache = None if built.prefix_route is None else built.prefix_route.cache
+        if built.prefix_route is not None:
+            self.prefix_steps = nn.CellList(built.prefix_route.cells(), auto_prefix=False)
+        self.host_hooks = (() if built.prefix_route is None else (built.prefix_route,)) + tuple(report)
         self._name_own_state()
 
-    def _caches_prefix(self, schedule):
-        """Whether the cell caches its frozen prefix: the config asks for it (``caches_frozen_prefix``), the schedule
-        freezes groups for good, and the cell runs its own ``construct``. Where the config asks for it but it cannot
-        apply, the cell trains with freezing alone and warns, naming the key."""
-        if not caches_frozen_prefix(self.boost_config, self.optimizer):
-            return False
-        if type(self).construct is not BoostTrainOneStepCell.construct:
-            warn_user(f"For '{type(self).__name__}', 'grad_freeze.cache_frozen_prefix' is left out: the cache takes "
-                      "frozen steps on the host, around construct, so this subclass's own construct would not run on "
-                      "them. The cell freezes without the cache; set the key to false to silence this.")
-            return False
-        if not schedule.frozen_levels:
-            warn_user("'grad_freeze.cache_frozen_prefix' is on, but the freezing schedule (freeze_type "
-                      f"{self.boost_config.section('grad_freeze')['freeze_type']!r}) never freezes a group for good "
-                      "(continuous and interval schedules train every group again), so nothing is cached. Use "
-                      "freeze_type 2 (progressive) or 'auto', or switch the cache off.")
-            return False
-        return True
-
     def _init_boost(self, network, optimizer, sens, boost_config):
-        """What both train cells set up before their step: ``nn.TrainOneStepCell``'s attributes, the flags and the
-        full step's update strategy."""
+        """What both train cells set up before their step: ``nn.TrainOneStepCell``'s attributes and the flags."""
         check_cells(type(self).__name__, network, optimizer)
         config = resolve_config(boost_config)
         optimizer = freeze_optimizer(config, network, optimizer)
@@ -153,22 +153,10 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self.max_accumulation_step = config.accumulation_steps
         self.use_grad_accumulation = self.max_accumulation_step > 1
         self.enable_dim_reduce = config.enabled("dim_reduce")
-        self.update = make_update_strategy(config, unfrozen(optimizer), self.parallel, network)
-        self.enable_adasum = _strategy_of(self.update, AdaSumUpdate) is not None
-        reducer = getattr(self.update, "grad_reducer", None)
-        self.grad_reducer = reducer if reducer is not None else nn.Identity()
         if not self._reports_overflow and config.section("diagnostics")["overflow_report"] is not None:
             raise ValueError(f"For '{type(self).__name__}', 'diagnostics.overflow_report' must be null: this cell "
                              "detects no overflow, but got a path. Use BoostTrainOneStepWithLossScaleCell (or a config "
                              "with a 'loss_scale' section in build_train_network).")
-
-    def __setattr__(self, name, value):
-        """A ``grad_reducer`` assigned once the step is built (in a subclass's ``__init__``, as on
-        ``nn.TrainOneStepCell``) becomes the full step's reduction too, so ``construct`` applies it. Frozen suffix
-        steps keep their own reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
-        super().__setattr__(name, value)
-        if name == "grad_reducer" and "train_step" in self.name_cells():
-            self.update.grad_reducer = value
 
     def _name_own_state(self):
         """A second train cell on the same optimizer prefixes its own state (``boost_cells.shared_optimizer``)."""
@@ -201,7 +189,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
     def gradient_freeze_process(self, *inputs):
         """One step over the suffix the freezing schedule selects (inside the graph); the full step when freezing is
         off. Outputs as ``construct``."""
-        return self.train_step(*inputs)
+        return self.train_step(*inputs)[0]
 
     def gradient_accumulation_process(self, loss, grads, sens, *inputs):
         """Accumulate ``grads`` (already reduced by ``grad_reducer``, as in the reference's ``construct``); on the
@@ -210,21 +198,20 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         if not self.use_grad_accumulation:
             raise ValueError(f"For '{type(self).__name__}', 'gradient_accumulation_process' needs gradient "
                              "accumulation on (a config with 'grad_accumulation' and a step count >= 2).")
-        return self.update.apply_reduced(loss, grads)
+        return self.update.step_reduced(loss, grads)[0]
 
     def adasum_process(self, loss, grads):
         """One optimizer step on ``grads`` (already averaged within the AdaSum group by ``grad_reducer``), then the
         AdaSum combination of the groups' weight deltas. Returns ``loss`` depending on it."""
-        adasum = _strategy_of(self.update, AdaSumUpdate)
-        if adasum is None:
+        if self.adasum is None:
             raise ValueError(f"For '{type(self).__name__}', 'adasum_process' needs AdaSum on (a config with 'adasum' "
                              "in data-parallel training).")
-        return adasum.apply_reduced(loss, grads)
+        return self.adasum.step_reduced(loss, grads)[0]
 
     def construct(self, *inputs):
         if not self.host_hooks_ready:  # a constant while compiling (HostHooks)
             raise RuntimeError(self.host_hooks_refusal)
-        return self.train_step(*inputs)
+        return self.train_step(*inputs)[0]
 
 
 class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
@@ -281,7 +268,7 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
             else make_overflow_detector(self.parallel.distributed)
         report_path = overflow_report if overflow_report is not None \
             else self.boost_config.section("diagnostics")["overflow_report"]
-        report = () if report_path is None else (OverflowReportHook(FirstOverflowReporter(report_path)),)
+        report = () if report_path is None else (FirstOverflowReporter(report_path),)
         self._build_step(report, loss_scale=self.loss_scale, overflow_detector=self.overflow_detector)
 
     def set_sense_scale(self, sens):

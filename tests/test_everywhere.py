@@ -62,7 +62,7 @@ def test_host_hook_refuses_to_compile_nested(graph_mode, tmp_path):
                                               overflow_report=str(tmp_path / "overflow.json"))
     x, y = (Tensor(a) for a in batch())
     cell(x, y)
-    with pytest.raises(RuntimeError, match="OverflowReportHook.*dataset sink mode"):
+    with pytest.raises(RuntimeError, match="FirstOverflowReporter.*dataset sink mode"):
         DataWrapperStandIn(cell)(x, y)
 
 
@@ -88,7 +88,7 @@ def test_model_refuses_sink_mode_with_a_host_feature(monkeypatch, tmp_path):
                               boost_config_dict={"loss_scale": {"type": "static", "init": 8.0},
                                                  "diagnostics": {"overflow_report": str(tmp_path / "o.json")}})
     monkeypatch.setattr(boost_cells.model, "device_target", lambda: "GPU")
-    with pytest.raises(ValueError, match="dataset_sink_mode.*OverflowReportHook"):
+    with pytest.raises(ValueError, match="dataset_sink_mode.*FirstOverflowReporter"):
         model.train(1, None, dataset_sink_mode=True)
 
 

@@ -445,7 +445,7 @@ def test_entry_points():
     assert cell.train_step.steps[1].training  # the twin that ran follows set_train
     assert np.array_equal(start["layers.0.weight"], state(cell)["layers.0.weight"]) is False
     cells = freeze_cell(False, network, freeze_opt, 1.0, None, True, max_accumulation_step=2)
-    assert len(cells) == 3 and cells[2].update.grad_sums[0] is cells[0].update.grad_sums[8]
+    assert len(cells) == 3 and cells[2].step.update.grad_sums[0] is cells[0].step.update.grad_sums[8]
     before = state(cells[0])
     for step in range(2):
         cells[2](*data(step))

@@ -285,34 +285,6 @@ def test_model_default_train_builder_is_mindspores():
     assert isinstance(model.train_network, nn.WithLossCell)
 
 
-def test_model_trains_a_replaced_train_network():
-    """Model keeps its train network in _train_network and its optimizer in _optimizer, and train reads both (its
-    callbacks see them): replace_train_network's cell is the one that trains, with the previous one's jit config."""
-    net = Linear()
-    seen = []
-
-    class Probe(internals.ModelBuildHooks):
-        def build_train(self, parts):
-            return nn.TrainOneStepCell(nn.WithLossCell(parts.network, parts.loss_fn), parts.optimizer)
-
-    class Seen(ms.train.Callback):
-        def on_train_step_end(self, run_context):
-            params = run_context.original_args()
-            seen.append((params.train_network, params.optimizer))
-
-    model = Probe(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.1))
-    model.train_network._jit_config_dict = {"jit_level": "O0"}  # pylint: disable=protected-access
-    frozen = nn.SGD(net.trainable_params(), 0.0)
-    previous = model.replace_train_network(frozen)
-    assert model.train_network is not previous and model.train_network.optimizer is frozen
-    assert model.train_network.jit_config_dict == {"jit_level": "O0"}
-    before = net.fc.weight.asnumpy().copy()
-    x, y = np.ones((2, 4), np.float32), np.zeros((2, 3), np.float32)
-    model.train(1, ms.dataset.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(2), callbacks=[Seen()])
-    assert seen == [(model.train_network, frozen)]
-    np.testing.assert_array_equal(net.fc.weight.asnumpy(), before)  # trained by the replacement's lr 0
-
-
 def _first_step_params(model):
     """The ``cb_params`` that ``model.train`` hands its callbacks at the end of its first step (one step of one
     epoch)."""
@@ -327,26 +299,17 @@ def _first_step_params(model):
     return seen[0]
 
 
-def test_model_network_is_the_one_train_hands_its_callbacks():
-    """Model keeps the network (after the boost transform) in _network, and train hands it to its callbacks."""
-    given, boosted = Linear(), Linear(seed=1)
+def test_model_optimizer_is_the_one_train_hands_its_callbacks():
+    """Model keeps the optimizer (after the boost transform) in _optimizer (None without one), and train hands it
+    to its callbacks."""
+    net = Linear()
+    assert internals.model_optimizer(internals.ModelBuildHooks(net, nn.MSELoss())) is None
+    given, boosted = nn.SGD(net.trainable_params(), 0.1), nn.SGD(net.trainable_params(), 0.0)
 
     class Boosting(internals.ModelBuildHooks):
         def build_boost(self, parts, kwargs):
-            return dataclasses.replace(parts, network=boosted)
+            return dataclasses.replace(parts, optimizer=boosted)
 
-    model = Boosting(given, nn.MSELoss(), nn.SGD(boosted.trainable_params(), 0.1))
-    assert internals.model_network(model) is boosted
-    assert _first_step_params(model).network is boosted
-
-
-def test_model_optimizer_is_the_one_train_hands_its_callbacks():
-    """Model keeps the optimizer in _optimizer (None without one; replace_train_network's after it), and train
-    hands it to its callbacks."""
-    net = Linear()
-    assert internals.model_optimizer(internals.ModelBuildHooks(net, nn.MSELoss())) is None
-    model = internals.ModelBuildHooks(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.1))
-    frozen = nn.SGD(net.trainable_params(), 0.0)
-    model.replace_train_network(frozen)
-    assert internals.model_optimizer(model) is frozen
-    assert _first_step_params(model).optimizer is frozen
+    model = Boosting(net, nn.MSELoss(), given)
+    assert internals.model_optimizer(model) is boosted
+    assert _first_step_params(model).optimizer is boosted

@@ -232,11 +232,11 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
 
 def test_sink_mode_trains_the_shipped_o1_config_without_the_cache(graph_mode, monkeypatch):
     """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with the shipped configs/O1.json: the cache,
-    which needs the host between steps, is left out with one warning naming the key, and the rebuilt train network
-    freezes in the graph. Stand-ins: no GPU here, so the device target boost_cells reads is patched to "GPU"
-    (MindSpore itself, seeing CPU, then trains in non-sink mode); the rebuilt cell, which holds a step per group
-    in its switch, is then run nested in a ``_DataWrapper``-shaped cell, as sink mode runs it: it compiles there and
-    its schedule advances in the graph (that a nested schedule freezes exactly as a direct one is
+    which needs the host between steps, steps aside with one warning naming the key, and the same train network (not
+    rebuilt) freezes in the graph. Stand-ins: no GPU here, so the device target boost_cells reads is patched to "GPU"
+    (MindSpore itself, seeing CPU, then trains in non-sink mode); the cell, which holds a step per group in its
+    switch, is then run nested in a ``_DataWrapper``-shaped cell, as sink mode runs it: it compiles there and its
+    schedule advances in the graph (that a nested schedule freezes exactly as a direct one is
     tests/test_auto_freeze.py's)."""
     ms.set_seed(0)
     net = resnet(width=4, blocks=1)
@@ -244,14 +244,15 @@ def test_sink_mode_trains_the_shipped_o1_config_without_the_cache(graph_mode, mo
     y = (x.mean(axis=(1, 2, 3)) * 20).astype(np.int32) % 10
     model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_level="O1",
                   boost_config_dict=str(ROOT / "configs" / "O1.json"))
-    assert model.train_network.prefix_cache is not None
+    built = model.train_network
+    assert built.prefix_cache is not None and built.prefix_route.active
     monkeypatch.setattr(boost_cells.model, "device_target", lambda: "GPU")
     dataset = ms.dataset.NumpySlicesDataset({"image": x, "label": y}, shuffle=False).batch(16)
     with pytest.warns(BoostConfigWarning, match="'grad_freeze.cache_frozen_prefix' is left out in dataset sink mode "
                                                 "on GPU"):
         model.train(1, dataset, dataset_sink_mode=True)
     cell = model.train_network
-    assert cell.prefix_cache is None and cell.host_hooks == ()
+    assert cell is built and not cell.prefix_route.active and cell.active_hooks == []
     assert not model.boost.config.section("grad_freeze")["cache_frozen_prefix"]
     assert len(cell.train_step.steps) == model.boost.config.section("grad_freeze")["param_groups"]
     sink = DataWrapperStandIn(cell)

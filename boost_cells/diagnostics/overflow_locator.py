@@ -344,16 +344,24 @@ class FirstOverflowReporter:
     on. After that it does nothing. The path is checked at construction (its directory is made); the report is
     written atomically (a temporary file renamed over ``path``).
 
+    It is a host hook of the train cells (``boost_cells.host_hooks``: ``before_step(cell)``, ``after_step(cell,
+    inputs, outputs)``, a required one: a cell compiled where no host code runs refuses it) and the worker of
+    ``OverflowReportCallback``.
+
     Args:
         path (str or PathLike): where to write the report.
+        source (object): what the report reads ``network`` and ``scale_sense`` of; default None: the train cell the
+            hook runs on (a GAN cell names each pair's network and scale).
+        pair (int): in a GAN cell's outputs ``(losses, overflows, scales)``, the index of this pair's flag;
+            default None: the flag is ``outputs[1]``.
     Raises:
         TypeError: ``path`` is not a string or PathLike. ValueError: a path that cannot be written (a directory,
             a parent that is a file, a read-only place).
     """
 
-    def __init__(self, path):
+    def __init__(self, path, source=None, pair=None):
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"For 'FirstOverflowReporter'', 'overflow_report' must be a path string, but got "
+            raise TypeError(f"For 'FirstOverflowReporter', 'overflow_report' must be a path string, but got "
                             f"{type(path).__name__}.")
         path = os.fspath(path)
         info = parallel_info()
@@ -363,20 +371,33 @@ class FirstOverflowReporter:
         # Checked now (directory made, a file can be created there): a bad path fails when the cell is built,
         # not on the first overflow, which may come at step 50,000.
         self.path = writable_path("FirstOverflowReporter", "overflow_report", path)
+        self.source, self.pair = source, pair
         self.done = False
         self.report = None
         self._scale = None
 
+    active = True  # a host hook that stays on for the whole run
+    required = True  # a cell compiled where no host code runs refuses it
+
+    def _source(self, train_cell):
+        return train_cell if self.source is None else self.source
+
+    def take_step(self, train_cell, inputs):  # pylint: disable=unused-argument
+        """None: the cell takes its own step."""
+        return None
+
     def before_step(self, train_cell):
         if not self.done:
-            self._scale = _scale_of(train_cell)
+            self._scale = _scale_of(self._source(train_cell))
 
-    def after_step(self, train_cell, inputs, overflow):
-        """Locate and write the report if ``overflow`` (the step's flag) is set and no report was written yet."""
+    def after_step(self, train_cell, inputs, outputs):
+        """Locate and write the report if the step's overflow flag in ``outputs`` (the cell's ``(loss, overflow,
+        scale)``) is set and no report was written yet."""
+        overflow = outputs[1] if self.pair is None else outputs[1][self.pair]
         if self.done or not np.any(overflow.asnumpy()):
             return
         self.done = True
-        self.report = locate_overflow(train_cell.network, *inputs, sens=self._scale)
+        self.report = locate_overflow(self._source(train_cell).network, *inputs, sens=self._scale)
         write_atomic(self.path, self.report.to_json())  # a reader never sees half a report
         _LOGGER.warning("First overflow of the run; report written to %s\n%s", self.path, self.report)
 
@@ -411,4 +432,4 @@ class OverflowReportCallback(Callback):
         if not isinstance(outputs, (tuple, list)) or len(outputs) != 3:
             raise ValueError("For 'OverflowReportCallback', the train network must return (loss, overflow, scale), "
                              f"but got {type(outputs).__name__}.")
-        self.reporter.after_step(params.train_network, params.train_dataset_element, outputs[1])
+        self.reporter.after_step(params.train_network, params.train_dataset_element, outputs)

@@ -4,11 +4,14 @@
 ``train_from()``: in GRAPH_MODE one switch over the compiled branches (MindSpore's ``switch_layer``, as the reference
 indexes its ``freeze_nets`` by a Tensor), in PYNATIVE_MODE by reading that index on the host, as PyNative control
 flow on a Tensor always does. ``ScheduledStep`` takes one fixed step (a frozen suffix's step on a cached prefix's
-outputs). Both (``AdvancingStep``) then advance the schedule by the optimizer updates the step really applied (the optimizer's
-``global_step`` delta), so the schedule holds however MindSpore calls the train cell.
+outputs). Both (``AdvancingStep``) then advance the schedule by the optimizer updates the step says it applied (the
+``applied`` count of the update-strategy contract), inside the graph, so the schedule holds however MindSpore calls
+the train cell.
 """
 import numpy as np
 from mindspore import Tensor, nn, ops
+
+from ..mindspore_internals import SkipUnchangedCompilePhase
 
 __all__ = ["AdvancingStep", "FreezeSwitch", "IndexedCellList", "ScheduledStep"]
 
@@ -27,30 +30,26 @@ class IndexedCellList(nn.CellList):
         return super().__getitem__(index)
 
 
-class AdvancingStep(nn.Cell):
+class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
     """A step (``take``, in subclasses) followed by the schedule's ``advance`` over the updates it applied.
 
     Args:
         schedule (Cell): the freezing schedule (``boost_cells.freezing.schedules``).
-        global_step (Parameter): the optimizer's update counter (shared by every suffix optimizer), only read.
 
-    Inputs and outputs: the step's.
+    Inputs: the step's. Outputs: ``(outputs, applied)``: the step's outputs and its applied updates (int32 scalar).
     """
 
-    def __init__(self, schedule, global_step):
+    def __init__(self, schedule):
         super().__init__(auto_prefix=False)
         self.schedule = schedule
-        self.global_step = global_step
 
     def take(self, inputs):
-        """The step's outputs on ``inputs`` (a tuple)."""
+        """``(outputs, applied)`` of the step on ``inputs`` (a tuple)."""
         raise NotImplementedError
 
     def construct(self, *inputs):
-        before = ops.reshape(self.global_step, ()) + 0
-        outputs = self.take(ops.depend(inputs, before))
-        applied = ops.reshape(ops.depend(self.global_step, outputs), ()) - before
-        return ops.depend(outputs, self.schedule.advance(applied))
+        outputs, applied = self.take(inputs)
+        return ops.depend(outputs, self.schedule.advance(applied)), applied
 
     def current_index(self):
         """The first group the next step trains (host int; for tests, monitors and logs)."""
@@ -69,11 +68,11 @@ class ScheduledStep(AdvancingStep):
     """One fixed step (a frozen suffix's step on a cached prefix's outputs) that still advances the schedule.
 
     Args:
-        schedule, global_step: as ``AdvancingStep``. step (Cell): the step.
+        schedule: as ``AdvancingStep``. step (Cell): the step (``boost_cells.steps.Step``).
     """
 
-    def __init__(self, schedule, global_step, step):
-        super().__init__(schedule, global_step)
+    def __init__(self, schedule, step):
+        super().__init__(schedule)
         self.step = step
 
     def take(self, inputs):
@@ -84,21 +83,21 @@ class FreezeSwitch(AdvancingStep):
     """The step of the suffix the schedule trains from, chosen in the graph, then the schedule advanced.
 
     Args:
-        schedule (Cell): the freezing schedule. global_step (Parameter): the optimizer's update counter.
+        schedule (Cell): the freezing schedule.
         steps (list of Cell): ``steps[k]`` trains from group ``k``, all with the same inputs and outputs; only the
             steps of the groups the schedule trains from (``schedule.trained_from``) compile, and groups whose
             steps are the same object share one branch.
 
-    Inputs: the steps' inputs. Outputs: the selected step's outputs.
+    Inputs: the steps' inputs. Outputs: ``(outputs, applied)`` of the selected step.
     """
 
-    def __init__(self, schedule, global_step, steps):
+    def __init__(self, schedule, steps):
         branches, branch_of = [], {}
         for group in schedule.trained_from:
             if id(steps[group]) not in branch_of:
                 branch_of[id(steps[group])] = len(branches)
                 branches.append(steps[group])
-        super().__init__(schedule, global_step)
+        super().__init__(schedule)
         self.steps = IndexedCellList(branches, auto_prefix=False)
         self.branch_of_group = Tensor(np.array([branch_of.get(id(step), 0) for step in steps], np.int32))
 

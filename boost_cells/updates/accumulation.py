@@ -5,11 +5,12 @@ through ``HyperMap`` in their own train steps (MindCV's ``GradientAccumulation``
 ``GradientAccumulation`` uses them itself, so its buffers hold what theirs hold.
 """
 import numpy as np
-from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
+from mindspore import Parameter, ParameterTuple, Tensor, ops
 from mindspore.common import dtype as mstype
 
 from ..rules import check
 from .apply import ApplyGradients
+from .strategy import UpdateStrategy
 
 __all__ = ["GradientAccumulation", "gradient_accumulation_op", "gradient_clear_op"]
 
@@ -48,24 +49,25 @@ def _clear_after_tensor(after, buffer):
     return ops.assign(buffer, ops.depend(ops.zeros_like(buffer), after))
 
 
-class GradientAccumulation(nn.Cell):
-    """Accumulate ``max_accumulation_step`` micro-steps of gradients, then apply their mean once.
+class GradientAccumulation(UpdateStrategy):
+    """Accumulate ``max_accumulation_step`` micro-steps of gradients, then apply their mean once (the
+    ``UpdateStrategy`` contract: ``step`` applies one update on a cycle's last micro-step, none on the others).
 
     Mean, not sum: with the loss a mean over its micro-batch, k micro-steps give the same update as one step on
     the k-times larger batch. Each micro-step adds ``grad / k`` into float32 buffers (``gradient_accumulation_op``),
     so after micro-step i of a cycle they hold the running sum of ``grad / k`` over its first i micro-batches, as
     the reference's buffers do. The k-th micro-step passes their sum, the mean (in the gradients' dtype), through
-    ``grad_reducer`` to ``apply_update`` (so data-parallel training communicates once per cycle), clears the buffers
-    and sets the counter back to 0. A micro-step the caller skips (an overflow) never touches the buffers or the
-    counter.
+    ``grad_reducer`` to ``apply_update.step_reduced`` (so data-parallel training communicates once per cycle),
+    clears the buffers and sets the counter back to 0. A micro-step the caller skips (an overflow) never touches
+    the buffers or the counter.
 
     Args:
         max_accumulation_step (int): micro-steps per update, >= 1.
         optimizer (Cell): the optimizer; its ``parameters`` shape the buffers.
-        apply_update (Cell): the update strategy that applies the mean gradients (the ``boost_cells.updates``
-            contract); default ``ApplyGradients(optimizer)``.
-        shared (GradientAccumulation): another accumulation whose counter and buffers this one uses (a suffix
-            step of gradient freezing over some of its weights); default None: its own state.
+        apply_update (UpdateStrategy): the strategy that applies the mean gradients; default
+            ``ApplyGradients(optimizer)``.
+        shared (GradientAccumulation): another accumulation whose counter and buffers this one uses (``for_suffix``:
+            a suffix step of gradient freezing over some of its weights); default None: its own state.
 
     Attributes, boost_cells' names:
         max_accumulation_step (int): k. apply_update (Cell): as given.
@@ -90,18 +92,17 @@ class GradientAccumulation(nn.Cell):
 
     Inputs: ``loss`` (Tensor), ``grads`` (tuple of Tensor, this rank's gradients).
     Outputs: ``loss``, depending on the accumulation (and, on the k-th micro-step, on the update).
-    ``apply_reduced(loss, grads)`` takes gradients already reduced across ranks (the reference's order) and does
+    ``step_reduced(loss, grads)`` takes gradients already reduced across ranks (the reference's order) and does
     not reduce the mean again.
     """
 
     def __init__(self, max_accumulation_step, optimizer, apply_update=None, *, shared=None):
-        super().__init__(auto_prefix=False)
         max_accumulation_step = int(check("GradientAccumulation", "max_accumulation_step", max_accumulation_step))
-        self.max_accumulation_step = max_accumulation_step
-        self.apply_update = apply_update if apply_update is not None else ApplyGradients(optimizer)
-        self.grad_reducer = getattr(self.apply_update, "grad_reducer", None)
+        apply_update = apply_update if apply_update is not None else ApplyGradients(optimizer)
+        super().__init__(optimizer.parameters, apply_update.grad_reducer)
         self.optimizer = optimizer
-        self.weights = optimizer.parameters
+        self.max_accumulation_step = max_accumulation_step
+        self.apply_update = apply_update
         self.hyper_map = ops.HyperMap()
         if shared is None:
             self.grad_sums = ParameterTuple(
@@ -111,13 +112,16 @@ class GradientAccumulation(nn.Cell):
             self.accumulation_step = Parameter(Tensor(0, mstype.int32), name="grad_accumulation.accumulation_step",
                                                requires_grad=False)
         else:
-            position = {weight_id: i for i, weight_id in enumerate(shared.weight_ids)}
+            position = {id(w): i for i, w in enumerate(shared.weights)}
             self.grad_sums = ParameterTuple(shared.grad_sums[position[id(w)]] for w in optimizer.parameters)
             self.accumulation_step = shared.accumulation_step
-        self.weight_ids = tuple(id(w) for w in optimizer.parameters)
         self._max_accumulation_step = max_accumulation_step
         self._grad_accumulation = self.grad_sums
         self._accumulation_step = self.accumulation_step
+
+    def for_suffix(self, optimizer):
+        return GradientAccumulation(self.max_accumulation_step, optimizer, self.apply_update.for_suffix(optimizer),
+                                    shared=self)
 
     def monitor_state(self):
         """For ``BoostMonitor`` (host side, once per report): the micro-steps done in the current cycle."""
@@ -127,17 +131,18 @@ class GradientAccumulation(nn.Cell):
         added = self.hyper_map(ops.partial(gradient_accumulation_op, self.max_accumulation_step), self.grad_sums,
                                grads)
         step = ops.depend(self.accumulation_step + 1, added)
+        applied = self.no_update
         if step >= self.max_accumulation_step:
             means = self.hyper_map(_as_gradient, self.grad_sums, grads)
             if not reduced and self.grad_reducer is not None:
                 means = self.grad_reducer(means)
-            loss = self.apply_update.apply_reduced(loss, means)
+            loss, applied = self.apply_update.step_reduced(loss, means)
             loss = ops.depend(loss, self.hyper_map(ops.partial(_clear_after, loss), self.grad_sums))
             step = ops.zeros_like(step)
-        return ops.depend(loss, ops.assign(self.accumulation_step, step))
+        return ops.depend(loss, ops.assign(self.accumulation_step, step)), applied
 
-    def apply_reduced(self, loss, grads):
-        return self._micro_step(loss, grads, True)
-
-    def construct(self, loss, grads):
+    def step(self, loss, grads, inputs):
         return self._micro_step(loss, grads, False)
+
+    def step_reduced(self, loss, grads):
+        return self._micro_step(loss, grads, True)

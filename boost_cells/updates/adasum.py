@@ -24,6 +24,7 @@ from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from ..distributed import ensure_group
+from .strategy import UpdateStrategy
 
 __all__ = ["AdaSum", "AdaSumUpdate", "adasum_groups"]
 
@@ -124,39 +125,38 @@ class AdaSum(nn.Cell):
         return self.hyper_map(_apply, parameters, old_parameters, combined)
 
 
-class AdaSumUpdate(nn.Cell):
-    """Update strategy (``construct(loss, grads) -> loss``): in-group mean, local optimizer step, AdaSum of deltas.
+class AdaSumUpdate(UpdateStrategy):
+    """Update strategy (the ``UpdateStrategy`` contract): in-group mean, local optimizer step, AdaSum of the deltas.
 
     Args:
         optimizer (Cell): the optimizer. info (ParallelInfo): the data-parallel setting (must be distributed).
         device_number (int): ranks per group (``common.device_number``).
-        shared (AdaSumUpdate): another AdaSum update whose saved weights this one uses (a suffix step of gradient
-            freezing over some of its weights); default None: its own.
+        shared (AdaSumUpdate): another AdaSum update whose saved weights this one uses (``for_suffix``: a suffix
+            step of gradient freezing over some of its weights); default None: its own.
 
     Parameters (state, checkpointed):
         adasum.old.<weight name>: the weights before this step's optimizer update.
 
-    ``apply_reduced(loss, grads)`` takes gradients already averaged within the group (by ``grad_reducer``, the
-    reference's order).
+    ``grad_reducer`` is the mean within the group (None for groups of one rank); ``step_reduced(loss, grads)`` takes
+    gradients already averaged within the group (the reference's order).
 
     Raises:
         ValueError: stand-alone training, or a rank count AdaSum cannot serve (names the count and the rule).
     """
 
     def __init__(self, optimizer, info, device_number, *, shared=None):
-        super().__init__(auto_prefix=False)
         if not info.distributed:
             raise ValueError("For 'AdaSum', the 'adasum' feature needs data-parallel training (launch with msrun and "
                              "set parallel_mode='data_parallel'), but the parallel mode is stand-alone.")
         group_number = adasum_groups(info.size, device_number)
-        self.optimizer = optimizer
-        self.weights = optimizer.parameters
+        grad_reducer = None
         if device_number > 1:
             first = info.rank // device_number * device_number
             name = ensure_group(f"boost_cells_group_{first}_{device_number}", range(first, first + device_number))
-            self.grad_reducer = nn.DistributedGradReducer(self.weights, True, device_number, group=name)
-        else:
-            self.grad_reducer = None
+            grad_reducer = nn.DistributedGradReducer(optimizer.parameters, True, device_number, group=name)
+        super().__init__(optimizer.parameters, grad_reducer)
+        self.optimizer = optimizer
+        self.info, self.device_number = info, device_number
         if shared is None:
             self.old_weights = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32), w.dtype),
                                                         name="adasum.old." + w.name, requires_grad=False)
@@ -167,13 +167,11 @@ class AdaSumUpdate(nn.Cell):
         self.adasum = AdaSum(info.rank, device_number, group_number, self.weights)
         self.hyper_map = ops.HyperMap()
 
-    def construct(self, loss, grads):
-        if self.grad_reducer is not None:
-            grads = self.grad_reducer(grads)
-        return self.apply_reduced(loss, grads)
+    def for_suffix(self, optimizer):
+        return AdaSumUpdate(optimizer, self.info, self.device_number, shared=self)
 
-    def apply_reduced(self, loss, grads):
+    def step_reduced(self, loss, grads):
         saved = self.hyper_map(_store, self.old_weights, self.weights)
         loss = ops.depend(loss, self.optimizer(ops.depend(grads, saved)))
         deltas = self.hyper_map(ops.partial(_delta, loss), self.old_weights, self.weights)
-        return ops.depend(loss, self.adasum(deltas, self.weights, self.old_weights))
+        return ops.depend(loss, self.adasum(deltas, self.weights, self.old_weights)), self.one_update

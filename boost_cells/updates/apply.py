@@ -1,29 +1,29 @@
 """The plain update strategy: reduce the gradients across ranks, then one optimizer step."""
-from mindspore import nn, ops
+from mindspore import ops
+
+from ..distributed import make_grad_reducer
+from .strategy import UpdateStrategy
 
 __all__ = ["ApplyGradients"]
 
 
-class ApplyGradients(nn.Cell):
-    """Reduce the gradients across ranks, then take one optimizer step.
+class ApplyGradients(UpdateStrategy):
+    """Reduce the gradients across ranks, then take one optimizer step (the ``UpdateStrategy`` contract).
 
     Args:
-        optimizer (Cell): the optimizer. grad_reducer (Cell): a ``DistributedGradReducer``, or None (default)
-            when stand-alone (no cell at all: every sub-cell costs host time on each call).
-
-    ``construct(loss, grads)`` takes this rank's gradients; ``apply_reduced(loss, grads)`` takes gradients already
-    reduced by ``grad_reducer`` (a subclass of the train cell that reduces them itself, as the reference's does).
+        optimizer (Cell): the optimizer. info (ParallelInfo): the data-parallel setting; default None: stand-alone,
+            nothing to reduce. Data-parallel, ``grad_reducer`` is MindSpore's ``DistributedGradReducer`` over the
+            optimizer's weights (a suffix strategy's over its own).
     """
 
-    def __init__(self, optimizer, grad_reducer=None):
-        super().__init__(auto_prefix=False)
+    def __init__(self, optimizer, info=None):
+        super().__init__(optimizer.parameters,
+                         None if info is None else make_grad_reducer(optimizer.parameters, info))
         self.optimizer = optimizer
-        self.grad_reducer = grad_reducer
+        self.info = info
 
-    def apply_reduced(self, loss, grads):
-        return ops.depend(loss, self.optimizer(grads))
+    def step_reduced(self, loss, grads):
+        return ops.depend(loss, self.optimizer(grads)), self.one_update
 
-    def construct(self, loss, grads):
-        if self.grad_reducer is not None:
-            grads = self.grad_reducer(grads)
-        return self.apply_reduced(loss, grads)
+    def for_suffix(self, optimizer):
+        return ApplyGradients(optimizer, self.info)

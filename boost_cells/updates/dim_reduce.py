@@ -23,6 +23,7 @@ from mindspore.common import dtype as mstype
 from ..distributed import ParallelInfo, make_grad_reducer
 from ..rules import check, is_int
 from .pca import pca_matrix
+from .strategy import UpdateStrategy
 
 __all__ = ["DimReduce", "bfgs", "make_dim_reduce", "share_from_rank0"]
 
@@ -62,15 +63,16 @@ def _split(flat, offsets, shapes):
     return tuple(ops.reshape(flat[start:end], shape) for start, end, shape in zip(offsets[:-1], offsets[1:], shapes))
 
 
-class DimReduce(nn.Cell):
+class DimReduce(UpdateStrategy):
     """The DimReduce update strategy (``construct(loss, grads, *inputs) -> loss``): see the module docstring.
 
     Same constructor as ``mindspore.boost.DimReduce``. Differences: ``pca_mat_local`` is the whole matrix on every
     rank (each rank projects the all-reduced gradient itself, so only AllReduce is needed, and every rank computes
     the same values: the replicas stay bit-identical); ``construct`` takes this rank's unscaled gradients and the
-    step's inputs (the update-strategy contract; ``takes_inputs`` tells the train cells to pass them) instead of
-    the reference's ``(loss, old_grad, loss_scale, weight, weight_clone, *inputs)``. Data-parallel, gradients and
-    losses are averaged over ranks (whatever ``gradients_mean`` says: the line search compares a mean loss).
+    step's inputs (the ``UpdateStrategy`` contract's ``step(loss, grads, inputs)``: its line search runs the network
+    on them) instead of the reference's ``(loss, old_grad, loss_scale, weight, weight_clone, *inputs)``.
+    Data-parallel, gradients and losses are averaged over ranks (whatever ``gradients_mean`` says: the line search
+    compares a mean loss).
 
     Args:
         network (Cell): the network with loss, run again by the line search.
@@ -91,7 +93,8 @@ class DimReduce(nn.Cell):
 
     Inputs: ``loss`` (Tensor, this rank's loss), ``grads`` (tuple of Tensor, this rank's unscaled gradients),
     ``*inputs`` (the step's network inputs, for the line search).
-    Outputs: ``loss``, depending on the update.
+    Outputs: ``loss``, depending on the update. (``step_reduced`` and ``for_suffix`` do not apply: the line search
+    needs the inputs, and DimReduce trains every weight, alone.)
 
     Raises:
         TypeError: ``network`` is not a Cell, or a weight is not float32. ValueError: an argument out of range (each
@@ -100,12 +103,8 @@ class DimReduce(nn.Cell):
             weights.
     """
 
-    takes_inputs = True
-
     def __init__(self, network, optimizer, weight, pca_mat_local, n_components, rho, gamma, alpha, sigma, rank,
                  rank_size):
-        super().__init__(auto_prefix=False)
-        del optimizer  # the reference's argument: DimReduce writes its update itself
         if not isinstance(network, nn.Cell):
             raise TypeError(f"For 'DimReduce', 'network' must be a Cell, but got {type(network).__name__}.")
         for name, value in (("n_components", n_components), ("rho", rho), ("gamma", gamma), ("alpha", alpha),
@@ -114,7 +113,10 @@ class DimReduce(nn.Cell):
         if not is_int(rank) or not 0 <= rank < rank_size:
             raise ValueError(f"For 'DimReduce', 'rank' must be an int in [0, rank_size) = [0, {rank_size}), but got "
                              f"{rank!r}.")
-        self.weights = ParameterTuple(weight)
+        info = ParallelInfo(rank_size > 1, rank, rank_size, True)
+        weights = ParameterTuple(weight)
+        super().__init__(weights, make_grad_reducer(weights, info))
+        del optimizer  # the reference's argument: DimReduce writes its update itself
         for w in self.weights:
             if w.dtype != mstype.float32:
                 raise TypeError(f"For 'DimReduce', every weight must be float32, but '{w.name}' is {w.dtype}.")
@@ -135,8 +137,6 @@ class DimReduce(nn.Cell):
         self.no_step = Tensor(0.0, mstype.float32)
         self.gamma, self.alpha, self.sigma = float(gamma), float(alpha), float(sigma)
         self.rank_size = rank_size
-        info = ParallelInfo(rank_size > 1, rank, rank_size, True)
-        self.grad_reducer = make_grad_reducer(self.weights, info)
         self.loss_reducer = ops.AllReduce() if rank_size > 1 else None
         self.project_back = ops.MatMul(transpose_a=True)
         self.hyper_map = ops.HyperMap()
@@ -169,6 +169,9 @@ class DimReduce(nn.Cell):
         return ops.depend(accepted, restored)
 
     def construct(self, loss, grads, *inputs):
+        return self.step(loss, grads, inputs)[0]
+
+    def step(self, loss, grads, inputs):
         if self.grad_reducer is not None:
             grads = self.grad_reducer(grads)
         old_loss = self._mean_loss(loss)
@@ -192,7 +195,7 @@ class DimReduce(nn.Cell):
         residuals = _split(ops.reshape(flat, (-1, 1)) - self.project_back(self.pca, gk), self.offsets, self.shapes)
         updated = self.hyper_map(ops.partial(_final, self.gamma, self.alpha, step), self.weights, self.saved,
                                  self.momentum, residuals, directions)
-        return ops.depend(loss, updated)
+        return ops.depend(loss, updated), self.one_update
 
 
 def make_dim_reduce(section, network, optimizer, info):
