@@ -1,9 +1,9 @@
 """O1 over O0 and O2 over plain data-parallel, each level exactly as its shipped config gives it through
-``boost_cells.Model``, on a launch-bound and a compute-bound workload: images per second, held-out accuracy and
+``boost_cells.Model`` (or the bare level, with no file), on four workloads: images per second, held-out accuracy and
 where the time goes, interleaved in one run.
 
-    python bench/o1_speedup.py [--workload launch|compute|both] [--rounds 2] [--epochs 12]
-                               [--skip-distributed | --skip-standalone] [--quick]
+    python bench/o1_speedup.py [--workload launch|compute|augment|finetune|both|all] [--rounds 2] [--epochs 12]
+                               [--arms O1,O1-bare] [--skip-distributed | --skip-standalone] [--quick]
 
 What is measured: the config path only, nothing wired by hand. Every arm is
 
@@ -12,7 +12,8 @@ What is measured: the config path only, nothing wired by hand. Every arm is
     model.train(epochs, dataset, callbacks=[CosineLearningRate(0.05, epochs), StepTimes()],
                 dataset_sink_mode=False)
 
-- stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0);
+- stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0); with ``--arms``, also
+  ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
   (level O2, a dict built from ``configs/O2.json`` with one change, ``common.device_number`` set to 1, so that
   AdaSum runs across the 2 workers as 2 groups of 1 device) against plain data-parallel (``configs/O0.json``).
@@ -27,7 +28,12 @@ per epoch by half a cosine; GRAPH_MODE):
 - ``launch``: width 8 on the 8x8 digits (the ResNet examples/train.py trains for the level configs, with two blocks
   a stage), about 40 ms a step here: kernel launches and compiles weigh most;
 - ``compute``: width 16 on the digits upsampled to 16x16 (each pixel repeated 2x2), about 0.55 s a step here:
-  convolutions dominate.
+  convolutions dominate;
+- ``augment``: ``compute``, with every training image shifted at random by up to 2 pixels every epoch (zero pad and
+  crop, as image training does), so no sample repeats from one epoch to the next;
+- ``finetune``: ``compute``'s network pretrained with O0 on the digits 0-4 (12 epochs, cached per seed under the
+  temporary directory), then fine-tuned on the digits 5-9 with every layer trainable (8 epochs by default), held-out
+  accuracy on the test digits 5-9.
 
 The batches come from examples/train.py's ``sharded_dataset``: round r's order is its loop's order for seed r, each
 rank taking its slice of every global batch. Each round builds both arms after ``ms.set_seed(r)`` (the same initial
@@ -53,6 +59,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -62,39 +69,105 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import mindspore as ms  # noqa: E402  pylint: disable=wrong-import-position
+import mindspore.dataset as ds  # noqa: E402  pylint: disable=wrong-import-position
 from mindspore import Tensor, nn  # noqa: E402  pylint: disable=wrong-import-position
 from mindspore.train import Callback  # noqa: E402  pylint: disable=wrong-import-position
 
 from boost_cells import Model, Stages  # noqa: E402  pylint: disable=wrong-import-position
 from examples.train import (  # noqa: E402  pylint: disable=wrong-import-position
-    CosineLearningRate, accuracy, load_data, resnet, sharded_dataset)
+    CosineLearningRate, ShardedEpochs, accuracy, load_data, resnet, sharded_dataset)
 
 LR, MOMENTUM, BATCH_SIZE = 0.05, 0.9, 32
 SPIKE_FACTOR = 5  # a later step over this many times its level's median step counts as a compile
-WORKLOADS = {"launch": {"width": 8, "upsample": 1}, "compute": {"width": 16, "upsample": 2}}
-# Issue 20's targets: {(workload, level): {epochs: minimal end-to-end ratio}}; the largest accuracy drop in points.
-SPEED_TARGETS = {("compute", "O1"): {12: 1.8}, ("compute", "O2"): {12: 1.6}, ("launch", "O1"): {12: 1.1, 24: 1.3}}
+WORKLOADS = {"launch": {"width": 8, "upsample": 1}, "compute": {"width": 16, "upsample": 2},
+             "augment": {"width": 16, "upsample": 2, "shift": 2}, "finetune": {"width": 16, "upsample": 2,
+                                                                              "classes": (0, 5)}}
+GROUPS = {"both": ("launch", "compute"), "all": ("launch", "compute", "augment", "finetune")}
+PRETRAIN_EPOCHS = 12
+# Issue 26's targets: {(workload, level): {epochs: minimal end-to-end ratio}}; the largest accuracy drop in points.
+SPEED_TARGETS = {("compute", "O1"): {12: 1.9}, ("compute", "O2"): {12: 1.6}, ("launch", "O1"): {12: 1.2},
+                 ("launch", "O2"): {12: 1.0}, ("augment", "O1"): {12: 1.45}, ("finetune", "O1"): {8: 1.8}}
 ACCURACY_TOLERANCE = {"O1": 0.5, "O2": 1.0}
+DEFAULT_EPOCHS = {"finetune": 8}
 FILL_TARGET = 1.2
 
 
-def workload_data(workload):
-    """``load_data``'s split, upsampled for the workload."""
+def workload_data(workload, classes=None):
+    """``load_data``'s split, upsampled for the workload; for ``finetune`` the digits of ``classes`` (a range: the
+    fine-tuning's ``(5, 10)`` by default, the pretraining's ``(0, 5)``)."""
     factor = WORKLOADS[workload]["upsample"]
-    return [np.repeat(np.repeat(part, factor, axis=2), factor, axis=3) if part.ndim == 4 else part
-            for part in load_data()]
+    x_train, x_test, y_train, y_test = [np.repeat(np.repeat(part, factor, axis=2), factor, axis=3)
+                                        if part.ndim == 4 else part for part in load_data()]
+    if "classes" not in WORKLOADS[workload]:
+        return x_train, x_test, y_train, y_test
+    low, high = classes or (WORKLOADS[workload]["classes"][1], 10)
+    train, test = (low <= y_train) & (y_train < high), (low <= y_test) & (y_test < high)
+    return x_train[train], x_test[test], y_train[train], y_test[test]
 
 
 def boost_config(arm):
-    """The ``boost_config_dict`` of an arm: the shipped ``configs/<arm>.json``'s path; for O2, a dict of that file
-    with ``common.device_number`` set to 1 (AdaSum across the 2 workers of the msrun part)."""
+    """``(boost_level, boost_config_dict)`` of an arm: the shipped ``configs/<arm>.json``'s path; for O2, a dict of
+    that file with ``common.device_number`` set to 1 (AdaSum across the 2 workers of the msrun part); for
+    ``<level>-bare``, the level and no file (``""``)."""
+    if arm.endswith("-bare"):
+        level = arm[:-len("-bare")]
+        return level, {"common": {"device_number": 1}} if level == "O2" else ""
     path = os.path.join(ROOT, "configs", f"{arm}.json")
     if arm != "O2":
-        return path
+        return arm, path
     with open(path, encoding="utf-8") as handle:
         config = json.load(handle)
     config["common"]["device_number"] = 1
-    return config
+    return arm, config
+
+
+class ShiftedEpochs(ShardedEpochs):
+    """``ShardedEpochs`` whose images are shifted at random by up to ``shift`` pixels, anew every epoch (zero pad,
+    random crop), from a generator seeded by ``seed``: augmentation, so that no sample repeats."""
+
+    def __init__(self, images, labels, batch_size, rank, rank_count, seed, shift):
+        super().__init__(images, labels, batch_size, rank, rank_count, seed)
+        self.shift, self.augment_rng = shift, np.random.default_rng(seed + 1000)
+
+    def __iter__(self):
+        height, width = self.images.shape[2:]
+        padded = np.pad(self.images, ((0, 0), (0, 0), (self.shift, self.shift), (self.shift, self.shift)))
+        offsets = self.augment_rng.integers(0, 2 * self.shift + 1, (len(self.images), 2))
+        original = self.images
+        self.images = np.stack([padded[i, :, dy:dy + height, dx:dx + width] for i, (dy, dx) in enumerate(offsets)])
+        try:
+            yield from super().__iter__()
+        finally:
+            self.images = original
+
+
+def training_dataset(workload, x_train, y_train, rank, rank_count, seed):
+    """The workload's training batches as a ``GeneratorDataset`` (augmented for ``augment``)."""
+    shift = WORKLOADS[workload].get("shift")
+    if shift is None:
+        return sharded_dataset(x_train, y_train, BATCH_SIZE, rank, rank_count, seed)
+    source = ShiftedEpochs(x_train, y_train, BATCH_SIZE, rank, rank_count, seed, shift)
+    return ds.GeneratorDataset(source, column_names=["image", "label"], shuffle=False)
+
+
+def pretrained(workload, seed):
+    """The ``finetune`` workload's starting weights for ``seed``: O0 through ``Model`` on the pretraining digits for
+    ``PRETRAIN_EPOCHS`` epochs, stand-alone; cached as a checkpoint under the temporary directory. None for the
+    other workloads."""
+    if "classes" not in WORKLOADS[workload]:
+        return None
+    path = os.path.join(tempfile.gettempdir(), f"boost_cells_bench_pretrained_{workload}_{seed}.ckpt")
+    if not os.path.exists(path):
+        x_train, _, y_train, _ = workload_data(workload, WORKLOADS[workload]["classes"])
+        ms.set_seed(seed)
+        net = resnet(width=WORKLOADS[workload]["width"])
+        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                      nn.Momentum(net.trainable_params(), LR, MOMENTUM))
+        model.train(PRETRAIN_EPOCHS, sharded_dataset(x_train, y_train, BATCH_SIZE, 0, 1, seed),
+                    callbacks=[CosineLearningRate(LR, PRETRAIN_EPOCHS)], dataset_sink_mode=False)
+        ms.save_checkpoint(net, path + ".part")
+        os.replace(path + ".part", path)
+    return path
 
 
 class StepTimes(Callback):
@@ -165,21 +238,27 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
     x_train, x_test, y_train, y_test = data
     ms.set_seed(seed)
     net = resnet(width=WORKLOADS[workload]["width"])
+    weights = pretrained(workload, seed)
+    if weights is not None:
+        ms.load_param_into_net(net, ms.load_checkpoint(weights), strict_load=True)
+    level, config = boost_config(arm)
     start = time.perf_counter()
     model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                  nn.Momentum(net.trainable_params(), LR, MOMENTUM), boost_level=arm,
-                  boost_config_dict=boost_config(arm))
+                  nn.Momentum(net.trainable_params(), LR, MOMENTUM), boost_level=level, boost_config_dict=config)
     build = time.perf_counter() - start
-    dataset = sharded_dataset(x_train, y_train, BATCH_SIZE, rank, rank_count, seed)
+    dataset = training_dataset(workload, x_train, y_train, rank, rank_count, seed)
     times = StepTimes()
     start = time.perf_counter()
     model.train(epochs, dataset, callbacks=[CosineLearningRate(LR, epochs), times], dataset_sink_mode=False)
     total = time.perf_counter() - start
     model.predict_network.set_train(False)
     cache = getattr(model.train_network, "prefix_cache", None)
+    route = getattr(model.train_network, "prefix_route", None)
     result = {"end_to_end": len(times.steps) * BATCH_SIZE * rank_count / total,
               "accuracy": accuracy(model.predict_network, x_test, y_test), "train": total, "build": build,
               "outside_steps": total - float(np.sum(times.steps)), **breakdown(times, cache)}
+    if route is not None:
+        result.update(cache_hits=cache.hits, cache_misses=cache.misses, cache_aside=route.aside)
     reference = fill_reference(model, x_train[:len(cache.entries)] if cache is not None else x_train)
     if reference is not None:
         result["fill_pass"], result["fill_pass_compile"] = reference
@@ -187,15 +266,14 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
     return result
 
 
-def compare(base, boosted, workload, rounds, epochs, rank=0, rank_count=1):
-    """Interleaved rounds of ``base`` and ``boosted`` (round r: seed r; who goes first alternates); returns the
-    per-round results ``[{arm: measures}]``."""
+def compare(arms, workload, rounds, epochs, rank=0, rank_count=1):
+    """Interleaved rounds of ``arms`` (the base first; round r: seed r; the order reverses every other round);
+    returns the per-round results ``[{arm: measures}]``."""
     data = workload_data(workload)
     results = []
     for round_index in range(rounds):
-        arms = (base, boosted) if round_index % 2 == 0 else (boosted, base)
         outcome = {}
-        for arm in arms:
+        for arm in arms if round_index % 2 == 0 else arms[::-1]:
             outcome[arm] = train_arm(arm, workload, round_index, epochs, data, rank, rank_count)
             if rank == 0:
                 print(f"round {round_index} {workload} {arm}: {json.dumps(outcome[arm])}", flush=True)
@@ -205,7 +283,7 @@ def compare(base, boosted, workload, rounds, epochs, rank=0, rank_count=1):
 
 def target_rows(workload, boosted, epochs, ratio, drop):
     """Markdown rows of the targets for ``boosted`` on ``workload``, PASS/MISS for this run's ``epochs``."""
-    tolerance = ACCURACY_TOLERANCE[boosted]
+    tolerance = ACCURACY_TOLERANCE.get(boosted)
     rows = []
     for target_epochs, target in SPEED_TARGETS.get((workload, boosted), {}).items():
         if target_epochs != epochs:
@@ -249,6 +327,11 @@ def summarise(results, base, boosted, workload, epochs, title, base_name=None):
                                  for level, update in sorted(first.items())) or "nothing froze"
                        for first, r in zip(firsts, results))
     lines.append(f"| freezing (per round; share of the run's updates) | - | {shares} | |")
+    caches = [r[boosted] for r in results if "cache_hits" in r[boosted]]
+    if caches:
+        hits = " / ".join(f"{c['cache_hits']} hits, {c['cache_misses']} misses" +
+                          (f", stepped aside: {c['cache_aside']}" if c["cache_aside"] else "") for c in caches)
+        lines.append(f"| frozen-prefix cache (per round) | - | {hits} | |")
     fills = [(r[boosted]["cache_fill"], r[boosted]["fill_pass"], r[boosted]["fill_pass_compile"],
               r[boosted]["cache_samples"]) for r in results if "fill_pass" in r[boosted]]
     if fills:
@@ -266,33 +349,45 @@ def summarise(results, base, boosted, workload, epochs, title, base_name=None):
 
 
 def workloads_of(args):
-    return ("launch", "compute") if args.workload == "both" else (args.workload,)
+    return GROUPS.get(args.workload, (args.workload,))
+
+
+def epochs_of(args, workload):
+    return args.epochs if args.epochs is not None else DEFAULT_EPOCHS.get(workload, 12)
 
 
 def worker(args):
     """The msrun worker: plain data-parallel O0 against O2 on each workload; rank 0 prints the tables."""
     rank, rank_count = join_data_parallel()
+    boosted = ["O2", *(arm for arm in args.arms if arm.startswith("O2"))]
     for workload in workloads_of(args):
-        results = compare("O0", "O2", workload, args.rounds, args.epochs, rank, rank_count)
+        epochs = epochs_of(args, workload)
+        results = compare(["O0", *boosted], workload, args.rounds, epochs, rank, rank_count)
         if rank == 0:
-            title = (f"{workload}-bound: O2 (configs/O2.json, device_number 1) vs plain data-parallel "
-                     f"(configs/O0.json), {rank_count} workers")
-            for line in summarise(results, "O0", "O2", workload, args.epochs, title, base_name="plain DP"):
-                print("bench: " + line, flush=True)
+            for arm in boosted:
+                what = "configs/O2.json, device_number 1" if arm == "O2" else "boost_level O2, no file"
+                title = f"{workload}: {arm} ({what}) vs plain data-parallel (configs/O0.json), {rank_count} workers"
+                for line in summarise(results, "O0", arm, workload, epochs, title, base_name="plain DP"):
+                    print("bench: " + line, flush=True)
             print("bench: json " + json.dumps(results), flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--workload", choices=("launch", "compute", "both"), default="both",
-                        help="launch-bound (width 8, 8x8), compute-bound (width 16, 16x16) or both (default)")
+    parser.add_argument("--workload", choices=("launch", "compute", "augment", "finetune", "both", "all"),
+                        default="both", help="launch-bound (width 8, 8x8), compute-bound (width 16, 16x16), augmented "
+                        "or fine-tuning (both: launch and compute, the default; all: the four)")
     parser.add_argument("--quick", action="store_true", help="1 round of 6 epochs (a smoke run, noisy numbers)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default: 2)")
-    parser.add_argument("--epochs", type=int, default=12, help="epochs per arm and round (default: 12)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="epochs per arm and round (default: 12; 8 for finetune)")
+    parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
+                        "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.arms = [arm for arm in args.arms.split(",") if arm]
     if args.quick:
         args.rounds, args.epochs = 1, 6
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -301,18 +396,23 @@ def main():
         worker(args)
         return 0
     print(f"bench/o1_speedup.py: boost_cells.Model with the shipped configs, ResNet (8 stages, BatchNorm) on the "
-          f"digits, batch {BATCH_SIZE} per rank, {args.epochs} epochs, workloads {', '.join(workloads_of(args))}",
-          flush=True)
+          f"digits, batch {BATCH_SIZE} per rank, workloads {', '.join(workloads_of(args))}", flush=True)
     if not args.skip_standalone:
+        boosted = ["O1", *(arm for arm in args.arms if arm.startswith("O1"))]
         for workload in workloads_of(args):
-            results = compare("O0", "O1", workload, args.rounds, args.epochs)
-            title = f"{workload}-bound: O1 (configs/O1.json) vs O0 (configs/O0.json), stand-alone"
-            print("\n".join(summarise(results, "O0", "O1", workload, args.epochs, title)), flush=True)
+            epochs = epochs_of(args, workload)
+            results = compare(["O0", *boosted], workload, args.rounds, epochs)
+            for arm in boosted:
+                what = "configs/O1.json" if arm == "O1" else "boost_level O1, no file"
+                title = f"{workload}: {arm} ({what}) vs O0 (configs/O0.json), stand-alone"
+                print("\n".join(summarise(results, "O0", arm, workload, epochs, title)), flush=True)
             print("json " + json.dumps(results), flush=True)
     if args.skip_distributed:
         return 0
-    return run_reporting_part(__file__, [f"--rounds={args.rounds}", f"--epochs={args.epochs}",
-                                         f"--workload={args.workload}"], "o1", timeout=3 * 3600)
+    worker_args = [f"--rounds={args.rounds}", f"--workload={args.workload}", f"--arms={','.join(args.arms)}"]
+    if args.epochs is not None:
+        worker_args.append(f"--epochs={args.epochs}")
+    return run_reporting_part(__file__, worker_args, "o1", timeout=3 * 3600)
 
 
 if __name__ == "__main__":
