@@ -165,8 +165,9 @@ def pretrained(workload, seed):
                       nn.Momentum(net.trainable_params(), LR, MOMENTUM))
         model.train(PRETRAIN_EPOCHS, sharded_dataset(x_train, y_train, BATCH_SIZE, 0, 1, seed),
                     callbacks=[CosineLearningRate(LR, PRETRAIN_EPOCHS)], dataset_sink_mode=False)
-        ms.save_checkpoint(net, path + ".part")
-        os.replace(path + ".part", path)
+        partial = path[:-len(".ckpt")] + ".part.ckpt"  # save_checkpoint adds ".ckpt" to any other name
+        ms.save_checkpoint(net, partial)
+        os.replace(partial, path)
     return path
 
 
