@@ -140,9 +140,11 @@ def _automatic_lines(plan, name, start):
     warmup = f"auto_warmup_share {section['auto_warmup_share']:g} of {length}"
     warmup = f"nothing freezes before {start}: the first {_plural(criterion.warmup, 'update')} ({warmup}) " \
         "train every group" if criterion.warmup else f"no warm-up ({warmup})"
-    return [f"grad_freeze: {name}: front groups freeze for good, front to back, one at a decision, once the "
-            "front trained group's mean gradient norm changed by less than auto_threshold "
-            f"{criterion.threshold:g} between two decisions; the last group (the head) never freezes.",
+    return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
+            "the decision before (displacement: |w - w_before| / |w|); the leading trained groups whose displacement "
+            f"is below auto_threshold {criterion.threshold:g} have settled and freeze for good, all at once; the "
+            "last group (the head) never freezes. It keeps a copy of the weights outside the head (their memory "
+            "once more).",
             f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
             "freeze one more group."]
 
@@ -201,16 +203,21 @@ def _total_steps_line(plan):
             f"the given one (and warns), so the schedule is made for {_plural(total, 'update')}.")
 
 
-def _groups_line(section):
-    groups = section["param_groups"]
+def _groups_line(plan):
+    section, groups = plan.section, plan.freeze.groups
     if section["cache_frozen_prefix"]:
         cut, unit = "at the network's stages that have trainable parameters (for the cache)", "stages"
     else:
         cut, unit = "front to back into layers (a layer: a weight with its bias and BatchNorm)", "layers"
-    return (f"  groups: {groups} nested suffixes of the network's trainable parameters, cut {cut}: group k trains "
-            f"{unit} k * s to the end (s = {unit} // {groups}), so the network needs at least {groups} {unit}. An "
-            "update that trains from group k >= 1 gives the parameters before it no gradient: the backward pass "
-            "stops there.")
+    if plan.config.given("grad_freeze.param_groups"):
+        count = (f"{groups} nested suffixes of the network's trainable parameters (given), so the network needs at "
+                 f"least {groups} {unit} (the train cell refuses fewer)")
+    else:
+        count = (f"up to {groups} nested suffixes of the network's trainable parameters (level {plan.config.level_name}'s "
+                 f"default, left out), fitted to the network: at most one group a {unit[:-1]}, so a network of fewer "
+                 f"than {groups} {unit} gets one group a {unit[:-1]}")
+    return (f"  groups: {count}; cut {cut}: group k trains {unit} k * s to the end (s = {unit} // groups). An update "
+            "that trains from group k >= 1 gives the parameters before it no gradient: the backward pass stops there.")
 
 
 def _cache_lines(plan):
@@ -236,7 +243,7 @@ def _freezing_lines(plan):
     head, *when = _schedule_lines(plan)
     lines = [head]
     if freeze.groups > 1:
-        lines.append(_groups_line(plan.section))
+        lines.append(_groups_line(plan))
     if freeze.depends_on_run:
         lines.append(_total_steps_line(plan))
     lines += when

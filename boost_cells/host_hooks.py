@@ -79,22 +79,34 @@ class HostHooks:
 
 
 class PrefixCacheRoute:
-    """The frozen-prefix cache as a host hook: while active it takes every step.
+    """The frozen-prefix cache as a host hook: while active it takes every step, and it judges whether it pays.
 
     With ``k = schedule.frozen_for_good()`` leading groups frozen, it looks the batch's first input (one sample per
     row) up in the cache (``FrozenPrefixCache``: the outputs of the stages before group ``k``, fingerprinted) and
     runs ``steps[k]`` on those outputs and the other inputs; with ``k = 0`` it runs ``full_step`` on the batch, with
     no host copy of it. Once it steps aside (``step_aside``), the cell's own step (the freezing switch, the frozen
-    prefix run inside the compiled step) takes every step.
+    prefix run inside the compiled step) takes every step, and the cache's memory is given back.
+
+    It steps aside by itself, with one warning that says why, when it cannot pay on the run at hand. Both rules need
+    the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your own through the train cell's
+    ``fit_to_run``); without it the route keeps caching and says once that it cannot judge.
+
+    - Samples do not repeat (augmentation): after one epoch of cached steps, over the next quarter of an epoch, fewer
+      than ``REPEAT_SHARE`` of the looked-up samples were seen before (``FrozenPrefixCache.repeats``).
+    - The data cannot fit ``cache_max_mb``: at a level's first outputs, an epoch's samples times the bytes of one
+      sample's output exceed the cache's memory, so the cache would fill and then compute most samples anyway.
 
     Args:
         schedule (Cell): the freezing schedule. cache (FrozenPrefixCache): the cache.
         full_step (Cell): the step that trains every group (a ``ScheduledStep``), for ``k = 0``.
         steps (dict): ``{k: step}`` for every ``k >= 1`` the schedule reaches; every step returns ``(outputs,
             applied)``.
+
+    Attributes:
+        active (bool): whether it takes the steps. aside (str): why it stepped aside, or None.
     """
 
-    required = False
+    REPEAT_SHARE = 0.5  # the least share of repeated samples at which caching pays
 
     def __init__(self, schedule, cache, full_step, steps):
         self.schedule = schedule
@@ -102,17 +114,27 @@ class PrefixCacheRoute:
         self.full_step = full_step
         self.steps = steps
         self.active = True
-        self.aside = None  # why the route stepped aside
+        self.aside = None
+        self.steps_per_epoch = None
+        self._cached_steps = 0  # steps taken on cached outputs
+        self._window = None  # (cached steps, rows, repeats) when the judging window opened; "done" once judged
+        self._rows = 0
+        self._unjudged_warned = False
 
     def cells(self):
         """Every step the route may run (for the train cell's Cell tree)."""
         return [self.full_step, *self.steps.values()]
 
+    def fit_run(self, steps_per_epoch):
+        """The run's steps (train-cell calls) per epoch, which the cache's rules need."""
+        self.steps_per_epoch = int(steps_per_epoch)
+
     def step_aside(self, why):
-        """Stop taking steps for the rest of the run, with one ``BoostConfigWarning`` that says ``why`` (naming the
-        key), attributed to the user's line."""
+        """Stop taking steps for the rest of the run and drop the cached outputs, with one ``BoostConfigWarning``
+        that says ``why`` (naming the key), attributed to the user's line."""
         if self.active:
             self.active, self.aside = False, why
+            self.cache.clear()
             warn_user(why)
 
     def before_step(self, cell):
@@ -130,4 +152,46 @@ class PrefixCacheRoute:
             raise TypeError(f"For '{type(cell).__name__}', the frozen-prefix cache needs the batch as the first input, "
                             "but the cell was called without inputs.")
         first = inputs[0].asnumpy() if isinstance(inputs[0], Tensor) else np.asarray(inputs[0])
-        return self.steps[level](Tensor(self.cache(first, level)), *inputs[1:])[0]
+        new_level = level not in self.cache.row_bytes
+        prefix_outputs = self.cache(first, level)
+        outputs = self.steps[level](Tensor(prefix_outputs), *inputs[1:])[0]
+        self._cached_steps += 1
+        self._rows += len(first)
+        self._judge(level, len(first), new_level)
+        return outputs
+
+    def _judge(self, level, rows, new_level):
+        """Step aside where the cache cannot pay (see the class docstring)."""
+        if self.steps_per_epoch is None:
+            if not self._unjudged_warned:
+                self._unjudged_warned = True
+                warn_user("The frozen-prefix cache ('grad_freeze.cache_frozen_prefix') cannot judge whether it pays "
+                          "(whether samples repeat, whether they fit 'grad_freeze.cache_max_mb') without the run's "
+                          "steps per epoch: it caches on. Give it with the train cell's fit_to_run(total_steps, "
+                          "steps_per_epoch) before training (Model.train does).")
+            return
+        samples = self.steps_per_epoch * rows
+        needed = samples * self.cache.row_bytes.get(level, 0)
+        if new_level and needed > self.cache.max_bytes:
+            self.step_aside(f"The frozen-prefix cache steps aside: an epoch's {samples} samples need about "
+                            f"{needed / 2 ** 20:.0f} MB at frozen level {level}, more than 'grad_freeze.cache_max_mb' "
+                            f"({self.cache.max_bytes / 2 ** 20:.0f} MB), so it would fill and then compute most samples "
+                            "anyway. The frozen prefix now runs inside the compiled step; raise the key to cache.")
+            return
+        if self._window == "done":
+            return
+        if self._window is None:
+            if self._cached_steps >= self.steps_per_epoch:
+                self._window = (self._cached_steps, self._rows, self.cache.repeats)
+            return
+        opened, rows_then, repeats_then = self._window
+        if self._cached_steps - opened < max(1, self.steps_per_epoch // 4):
+            return
+        self._window = "done"
+        share = (self.cache.repeats - repeats_then) / max(1, self._rows - rows_then)
+        if share < self.REPEAT_SHARE:
+            self.step_aside(f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the "
+                            "samples it looked up had been seen before (augmentation changes them every epoch), so "
+                            "fingerprinting and storing them costs more than it saves. The frozen prefix now runs "
+                            "inside the compiled step; set 'grad_freeze.cache_frozen_prefix' to false to silence "
+                            "this.")

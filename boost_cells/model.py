@@ -58,10 +58,12 @@ def _train_cell(amp_parts, optimizer, boost_config):
 
 def _steps_per_epoch(dataset, dataset_sink_mode, sink_size):
     """The steps of one ``Model.train`` epoch: ``sink_size`` in sink mode (on CPU MindSpore falls back to non-sink
-    mode, one pass over the dataset), else the dataset's size."""
+    mode, one pass over the dataset), else the dataset's size; None for something that is not a dataset (MindSpore's
+    own checks refuse it)."""
     if dataset_sink_mode and sink_size > 0 and device_target() != "CPU":
         return sink_size
-    return dataset.get_dataset_size()
+    size = getattr(dataset, "get_dataset_size", None)
+    return None if size is None else size()
 
 
 class Model(ModelBuildHooks):
@@ -116,7 +118,7 @@ class Model(ModelBuildHooks):
         network, optimizer = self.boost.network_auto_process_train(parts.network, parts.optimizer)
         self._schedule_steps = isinstance(optimizer, FreezeOpt) and not isinstance(parts.optimizer, FreezeOpt) \
             and optimizer.plan.depends_on_run
-        self._fit_schedule = self._schedule_steps and not self.boost.config.given("grad_freeze.total_steps")
+        self._fit_schedule = self._schedule_steps and optimizer.plan.run_assumed
         eval_network = parts.eval_network
         if eval_network is not None:
             eval_network = self.boost.network_auto_process_eval(eval_network)
@@ -156,15 +158,16 @@ class Model(ModelBuildHooks):
         sink, fit = {}, {}
         if dataset_sink_mode and device_target() in ("GPU", "Ascend"):
             sink = self._sink_mode_changes()
+        steps = _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size)
         if self._schedule_steps:
-            fit = self._fit_schedule_to_run(epoch, _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size))
+            fit = self._fit_schedule_to_run(epoch, steps)
         # The config as this run uses it, but with a total_steps that this call fits still left out: the summary
         # then says it comes from the run (and counts it as this call did).
         logged = self.boost.config.replace("grad_freeze", **sink) if sink else self.boost.config
         if sink or fit:
             self.boost.config = self.boost.config.replace("grad_freeze", **sink, **fit)
-        if fit:
-            self.train_network.fit_to_run(fit["total_steps"])
+        if model_optimizer(self) is not None and complies("steps_per_epoch", steps):
+            self.train_network.fit_to_run(fit.get("total_steps"), steps_per_epoch=steps)
         self._log_boost(logged, epoch, train_dataset, dataset_sink_mode, sink_size)
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
 
@@ -209,14 +212,14 @@ class Model(ModelBuildHooks):
         """The ``grad_freeze`` change that sets a left-out ``total_steps`` from the run (once), or none, with a
         warning when a given one differs (see ``train``). A bad ``epoch`` or an empty dataset is left to MindSpore's
         own checks."""
-        if not isinstance(epoch, int) or epoch < 1 or steps < 1:
+        if not isinstance(epoch, int) or epoch < 1 or not isinstance(steps, int) or steps < 1:
             return {}
         config = self.boost.config
         accumulation = config.accumulation_steps
         updates = run_updates(epoch, steps, accumulation)
         fit, self._fit_schedule = self._fit_schedule, False
         if fit:
-            return {"total_steps": updates} if updates != config.section("grad_freeze")["total_steps"] else {}
+            return {"total_steps": updates}
         plan = self.train_network.train_step.schedule.plan
         what = run_differs(plan, updates)
         if what is not None:

@@ -49,25 +49,20 @@ class Step(nn.Cell):
         network (Cell): the network with loss. weights (ParameterTuple): the weights to differentiate (a suffix
             of the network's under gradient freezing; the backward pass stops at the first of them).
         update (UpdateStrategy): the update strategy. sens (float): the backward pass's start.
-        observer (Cell): sees the gradients of every clean step (``construct(grads) -> token``: the automatic
-            freezing schedule's statistics); default None.
 
     Inputs: ``*inputs``, the network's. Outputs: ``(loss, applied)``.
     """
 
-    def __init__(self, network, weights, update, sens=1.0, observer=None):
+    def __init__(self, network, weights, update, sens=1.0):
         super().__init__(auto_prefix=False)
         self.network = network
         self.weights = weights
         self.update = update
         self.sens = sens
-        self.observer = observer
         self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
 
     def apply(self, loss, grads, inputs):
         """The update strategy's step on a clean step's gradients: ``(loss, applied)``."""
-        if self.observer is not None:
-            loss = ops.depend(loss, self.observer(grads))
         return self.update.step(loss, grads, inputs)
 
     def construct(self, *inputs):
@@ -81,7 +76,7 @@ class ScaledStep(Step):
     """One loss-scaled step: an overflow window, the loss-scale part's policy, and the update on a clean step only.
 
     Args:
-        network, weights, update, observer: as ``Step``.
+        network, weights, update: as ``Step``.
         loss_scale (Cell): the loss-scale part (``LossScale``, ``GroupLossScale`` or ``HeldLossScale``).
         overflow_detector (Cell): ``FiniteCheck`` or ``NPUFloatStatusCheck`` (``boost_cells.scaling``).
 
@@ -89,8 +84,8 @@ class ScaledStep(Step):
     copy of the scale after the policy's update.
     """
 
-    def __init__(self, network, weights, update, loss_scale, overflow_detector, observer=None):
-        super().__init__(network, weights, update, observer=observer)
+    def __init__(self, network, weights, update, loss_scale, overflow_detector):
+        super().__init__(network, weights, update)
         self.loss_scale = loss_scale
         self.overflow_detector = overflow_detector
 
@@ -128,15 +123,14 @@ class StepOutputs(nn.Cell):
         return self.step(*inputs)[0]
 
 
-def _step_maker(schedule, sens, loss_scale, overflow_detector):
+def _step_maker(sens, loss_scale, overflow_detector):
     """``make_step(network, opt, strategy)``: a ``Step`` (``ScaledStep`` with a ``loss_scale`` part) over ``opt``'s
-    parameters, observed by the freezing ``schedule`` if it observes (None: no schedule)."""
+    parameters."""
 
     def make_step(network, opt, strategy):
-        observer = None if schedule is None else schedule.observer(opt.parameters)
         if loss_scale is None:
-            return Step(network, opt.parameters, strategy, sens, observer)
-        return ScaledStep(network, opt.parameters, strategy, loss_scale, overflow_detector, observer)
+            return Step(network, opt.parameters, strategy, sens)
+        return ScaledStep(network, opt.parameters, strategy, loss_scale, overflow_detector)
 
     return make_step
 
@@ -194,10 +188,10 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
     inner = update.apply_update if isinstance(update, GradientAccumulation) else update
     adasum = inner if isinstance(inner, AdaSumUpdate) else None
     if not isinstance(optimizer, FreezeOpt):
-        step = _step_maker(None, sens, loss_scale, overflow_detector)(network, optimizer, update)
+        step = _step_maker(sens, loss_scale, overflow_detector)(network, optimizer, update)
         return BuiltStep(step, update, adasum)
-    schedule = make_schedule(optimizer, info.distributed)
-    make_step = _step_maker(schedule, sens, loss_scale, overflow_detector)
+    schedule = make_schedule(optimizer)
+    make_step = _step_maker(sens, loss_scale, overflow_detector)
     steps = _group_steps(network, optimizer, update, make_step)
     route = None
     if _cache_applies(config, optimizer, schedule, who, own_construct):

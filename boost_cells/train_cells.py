@@ -12,7 +12,7 @@ import warnings
 
 from mindspore import nn, ops
 
-from .config import BoostConfig, latest_config
+from .config import BoostConfig, latest_config, warn_user
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
@@ -138,7 +138,20 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         if built.prefix_route is not None:
             self.prefix_steps = nn.CellList(built.prefix_route.cells(), auto_prefix=False)
         self.host_hooks = (() if built.prefix_route is None else (built.prefix_route,)) + tuple(report)
+        self._assumed_run = self._run_assumption()
         self._name_own_state()
+
+    def _run_assumption(self):
+        """What the first call says when the freezing schedule depends on the run's length but the config left
+        ``grad_freeze.total_steps`` out and nothing fitted it (``fit_to_run``): the run length it assumes; else None."""
+        plan = self.freeze_plan
+        if plan is None or not (plan.run_assumed and plan.depends_on_run):
+            return None
+        return (f"For '{type(self).__name__}', the freezing schedule ({plan.kind}) assumes a run of "
+                f"{plan.total_steps} updates: 'grad_freeze.total_steps' is left out and nothing told the cell its "
+                f"run, so it freezes nothing before update {plan.first_frozen_update}. Set 'grad_freeze.total_steps' "
+                "to the run's updates, or call fit_to_run(total_steps, steps_per_epoch) before training "
+                "(Model.train does both).")
 
     def _init_boost(self, network, optimizer, sens, boost_config):
         """What both train cells set up before their step: ``nn.TrainOneStepCell``'s attributes and the flags."""
@@ -176,15 +189,32 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         """The ``FreezePlan`` the freezing schedule follows (``boost_cells.freezing.plan``); None without freezing."""
         return self.train_step.schedule.plan if self.freeze else None
 
-    def fit_to_run(self, updates):
-        """Make the freezing schedule follow its plan made for a run of ``updates`` optimizer updates
-        (``FreezePlan.for_run``: a plan from a config section; a schedule that does not depend on the run's length,
-        or a ``FreezeOpt`` given its own strategy, stays). Its tables are constants of the compiled step: call it
-        before the first step. ``Model.train`` calls it with the run's updates when the config leaves
-        ``grad_freeze.total_steps`` out."""
-        check(type(self).__name__, "total_steps", updates)
-        if self.freeze:
-            self.train_step.schedule.fit(self.freeze_plan.for_run(updates))
+    def fit_to_run(self, total_steps=None, steps_per_epoch=None):
+        """Tell the cell about the run it trains in, before its first step (``Model.train`` does).
+
+        Args:
+            total_steps (int): the run's optimizer updates: the freezing schedule follows its plan made for them
+                (``FreezePlan.for_run``: a plan from a config section; a schedule that does not depend on the run's
+                length, or a ``FreezeOpt`` given its own strategy, stays). Its tables are constants of the compiled
+                step. Default None: keep the plan.
+            steps_per_epoch (int): calls of the cell per epoch, which the frozen-prefix cache needs to judge whether
+                it pays (``PrefixCacheRoute``). Default None: not given.
+        """
+        if total_steps is not None:
+            check(type(self).__name__, "total_steps", total_steps)
+            if self.freeze:
+                self.train_step.schedule.fit(self.freeze_plan.for_run(total_steps))
+            self._assumed_run = None
+        if steps_per_epoch is not None:
+            check(type(self).__name__, "steps_per_epoch", steps_per_epoch)
+            if self.prefix_route is not None:
+                self.prefix_route.fit_run(steps_per_epoch)
+
+    def __call__(self, *inputs):
+        if self._assumed_run is not None:
+            warn_user(self._assumed_run)
+            self._assumed_run = None
+        return super().__call__(*inputs)
 
     def gradient_freeze_process(self, *inputs):
         """One step over the suffix the freezing schedule selects (inside the graph); the full step when freezing is

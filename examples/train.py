@@ -51,8 +51,8 @@ from mindspore.train import Callback, CheckpointConfig, ModelCheckpoint
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from boost_cells import AutoBoost, BoostConfig, BoostMonitor, GradientFreeze, Model, build_train_network
-from boost_cells.freezing import unfrozen
+from boost_cells import AutoBoost, BoostConfig, BoostMonitor, Model, build_train_network
+from boost_cells.freezing import freeze_optimizer, unfrozen
 
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2
@@ -185,12 +185,11 @@ NETWORKS = {"lenet": LeNet, "resnet": lambda: resnet(width=8, blocks=1)}
 
 def unsplittable(name, config):
     """Why the config's gradient freezing cannot split network ``name`` into its groups (the library's error: too
-    few layers for ``param_groups``, or no stages for ``cache_frozen_prefix``), or None when it can or is off."""
-    if not config.enabled("grad_freeze"):
-        return None
-    section = config.section("grad_freeze")
+    few layers for a given ``param_groups``, or no stages for ``cache_frozen_prefix``), or None when it can or is
+    off."""
+    network = NETWORKS[name]()
     try:
-        GradientFreeze(**section).split_parameters_groups(NETWORKS[name](), section["param_groups"])
+        freeze_optimizer(config, network, nn.SGD(network.trainable_params()))
     except (TypeError, ValueError) as error:
         return str(error)
     return None

@@ -8,7 +8,7 @@ from mindspore.boost.grad_freeze import GradientFreeze as ReferenceFreeze
 
 from boost_cells import (AutoBoost, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          FreezeOpt, GradientFreeze, build_train_network, freeze_cell)
-from boost_cells.config import BoostConfig
+from boost_cells.config import BoostConfig, BoostConfigWarning
 from tests.helpers import TanhMLP, batch, freeze_config, numpy_mlp_grads
 
 GROUP_STARTS = (0, 4, 8)  # TanhMLP's 12 parameters in 3 layers of two Dense each
@@ -126,10 +126,23 @@ def test_bad_arguments_raise(args, message):
         GradientFreeze(*args)
 
 
-def test_more_groups_than_layers_raises():
+def test_more_groups_than_layers_mean_what_the_reference_makes_them_mean():
+    """GradientFreeze given more groups than the network has layers (the reference's own documented example: 10 groups
+    on one weight) runs as mindspore.boost's does, every group the whole network, with a warning; a config that
+    gives such a param_groups is refused, naming the key and the layer count; one that leaves it out fits the level's
+    default to the network."""
     _, net_with_loss, opt = mlp_setup()
-    with pytest.raises(ValueError, match=r"'param_groups' must be at most the network's 3 layer\(s\).*got 4"):
-        GradientFreeze(4, 0, 0.5, 10).freeze_generate(net_with_loss, opt)
+    with pytest.warns(BoostConfigWarning, match=r"'param_groups' is 4 but the network has 3 layer\(s\)"):
+        groups = GradientFreeze(4, 0, 0.5, 10).split_parameters_groups(net_with_loss, 4)
+    reference = ReferenceFreeze(4, 0, 0.5, 10).split_parameters_groups(net_with_loss, 4)
+    assert [[p.name for p in g] for g in groups] == [[p.name for p in g] for g in reference]
+    with pytest.raises(ValueError, match=r"'grad_freeze.param_groups' must be at most the network's 3 layer\(s\)"
+                                         r".*got 4"):
+        build_train_network(net_with_loss, opt, freeze_config(param_groups=4))
+    config = freeze_config()
+    del config["grad_freeze"]["param_groups"]  # the level's default, 10
+    cell = build_train_network(net_with_loss, opt, config)
+    assert [len(o.parameters) for o in cell.optimizer.opts] == [12, 8, 4]
     with pytest.raises(ValueError, match="'grad_freeze.freeze_type' must be one of 0, 1, 2, 3, 'auto'"):
         BoostConfig.from_dict(freeze_config(freeze_type=4))
     with pytest.raises(ValueError, match=r"'grad_freeze.seed' must be an int in \[0, "):

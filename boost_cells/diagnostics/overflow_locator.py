@@ -345,7 +345,7 @@ class FirstOverflowReporter:
     written atomically (a temporary file renamed over ``path``).
 
     It is a host hook of the train cells (``boost_cells.host_hooks``: ``before_step(cell)``, ``after_step(cell,
-    inputs, outputs)``, a required one: a cell compiled where no host code runs refuses it) and the worker of
+    inputs, outputs)``: a cell compiled where no host code runs refuses it) and the worker of
     ``OverflowReportCallback``.
 
     Args:
@@ -377,7 +377,6 @@ class FirstOverflowReporter:
         self._scale = None
 
     active = True  # a host hook that stays on for the whole run
-    required = True  # a cell compiled where no host code runs refuses it
 
     def _source(self, train_cell):
         return train_cell if self.source is None else self.source

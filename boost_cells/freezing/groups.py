@@ -10,13 +10,14 @@ from types import MappingProxyType
 
 from mindspore.nn.optim import Optimizer
 
+from ..config import SCHEMA, warn_user
 from ..rules import check
 from .plan import FreezePlan
 from .prefix_cache import staged_network
 from .sequences import check_freeze_args, freeze_index_sequence
 from .suffix_optimizers import FreezeOpt
 
-__all__ = ["GradientFreeze", "freeze_optimizer", "split_layers"]
+__all__ = ["GradientFreeze", "fit_groups", "freeze_optimizer", "split_layers"]
 
 
 def split_layers(parameters):
@@ -42,12 +43,13 @@ class GradientFreeze:
             progressive (see ``freeze_index_sequence``), 3 or "auto": front groups freeze for good once converged
             (``boost_cells.freezing.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of steps
             that train every group. total_steps (int): the run's optimizer updates, >= 1 (``Model.train`` sets it
-            from its run). seed (int): the interval schedule's seed.
+            from its run); None (a config that leaves it out): 65536 is assumed, and a train cell says so at its
+            first call unless something fitted it to its run (``fit_to_run``). seed (int): the interval schedule's seed.
         auto_interval_share (float): in (0, 1], the automatic schedule's interval between two decisions as a share
             of ``total_steps`` (at least 1 update). auto_warmup_share (float): in [0, 1), the share of
             ``total_steps`` trained whole before anything may freeze (rounded up to whole updates).
-            auto_threshold (float): in (0, 1), the relative change of a segment's mean gradient norm between two
-            intervals below which it counts as converged.
+            auto_threshold (float): in (0, 1), the displacement of a segment's weights over one interval, against
+            their size, below which the segment has settled (``AutoSchedule``).
         cache_frozen_prefix (bool): cut the groups at the network's stage boundaries (``staged_network``), so that a
             train cell can cache the outputs of the groups frozen for good. cache_max_mb (int): that cache's memory,
             in MB (read by the train cell).
@@ -59,6 +61,9 @@ class GradientFreeze:
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
                  auto_warmup_share=0.3, auto_threshold=0.5, cache_frozen_prefix=False, cache_max_mb=2048):
         check_freeze_args("GradientFreeze", freeze_type, freeze_p)
+        self.run_assumed = total_steps is None  # a config that leaves it out: the default is assumed
+        if self.run_assumed:
+            total_steps = SCHEMA["grad_freeze"]["total_steps"].default
         arguments = {"param_groups": param_groups, "freeze_type": freeze_type, "freeze_p": freeze_p,
                      "total_steps": total_steps, "seed": seed, "auto_interval_share": auto_interval_share,
                      "auto_warmup_share": auto_warmup_share, "auto_threshold": auto_threshold,
@@ -70,25 +75,35 @@ class GradientFreeze:
         self._param_groups = int(param_groups)
         self._seed = int(seed)
 
-    def split_parameters_groups(self, net, freeze_para_groups_number):
-        """``freeze_para_groups_number`` nested suffixes of ``net``'s trainable parameters: with ``L`` layers
-        (``split_layers``) and ``s = L // groups``, group ``i`` holds layers ``i * s`` to the end. With
-        ``cache_frozen_prefix`` a layer is a stage of the network (``staged_network``) that has trainable
-        parameters, so every group starts at a stage boundary and a frozen prefix is whole stages.
+    def layers(self, net):
+        """``(layers, what)``: ``net``'s layers as lists of trainable parameters, and what a layer is, in words. A
+        layer is a weight with its bias and BatchNorm (``split_layers``); with ``cache_frozen_prefix``, a stage of the
+        network that has trainable parameters (``staged_network``), so that a frozen prefix is whole stages.
 
         Raises:
-            ValueError: more groups than layers. TypeError: ``cache_frozen_prefix`` and a network without stages.
+            TypeError: ``cache_frozen_prefix`` and a network without stages.
+        """
+        if self.cache_frozen_prefix:
+            stages = (stage.trainable_params() for stage in staged_network(net).stages)
+            return ([layer for layer in stages if layer],
+                    "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)")
+        return split_layers(net.trainable_params()), "layer(s) (a layer is a weight with its bias and BatchNorm)"
+
+    def split_parameters_groups(self, net, freeze_para_groups_number):
+        """``freeze_para_groups_number`` nested suffixes of ``net``'s trainable parameters: with ``L`` layers
+        (``layers``) and ``s = L // groups``, group ``i`` holds layers ``i * s`` to the end. More groups than layers
+        mean what they mean in ``mindspore.boost`` (``s = 0``: every group is the whole network, so nothing ever
+        freezes), with a ``BoostConfigWarning``: it is likely a mistake.
+
+        Raises:
+            TypeError: ``cache_frozen_prefix`` and a network without stages.
         """
         groups = int(check("GradientFreeze", "freeze_para_groups_number", freeze_para_groups_number))
-        if self.cache_frozen_prefix:
-            layers = [layer for layer in (stage.trainable_params() for stage in staged_network(net).stages) if layer]
-            what = "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)"
-        else:
-            layers = split_layers(net.trainable_params())
-            what = "layer(s) (a layer is a weight with its bias and BatchNorm)"
+        layers, what = self.layers(net)
         if groups > len(layers):
-            raise ValueError(f"For 'GradientFreeze', 'param_groups' must be at most the network's {len(layers)} "
-                             f"{what}, but got {groups}.")
+            warn_user(f"For 'GradientFreeze', 'param_groups' is {groups} but the network has {len(layers)} {what}: "
+                      "as in mindspore.boost, every group is then the whole network, so nothing ever freezes. Pass "
+                      f"at most {len(layers)} groups to freeze.")
         stride = len(layers) // groups
         return [sum(layers[i * stride:], []) for i in range(groups)]
 
@@ -104,12 +119,35 @@ class GradientFreeze:
         trained = {id(p) for p in optimizer.parameters}
         groups = [[p for p in group if id(p) in trained]
                   for group in self.split_parameters_groups(network, self._param_groups)]
-        return network, FreezeOpt(optimizer, groups, plan=FreezePlan.from_section(self.section))
+        return network, FreezeOpt(optimizer, groups,
+                                  plan=FreezePlan.from_section(self.section, run_assumed=self.run_assumed))
 
 
 def freeze_optimizer(config, network, optimizer):
     """The optimizer a train cell trains with: a ``FreezeOpt`` when the config's ``grad_freeze`` is on (unless
-    ``optimizer`` already is one), else ``optimizer``."""
+    ``optimizer`` already is one), else ``optimizer``.
+
+    A ``grad_freeze.param_groups`` the config leaves out is its level's default, fitted to the network: at most one
+    group a layer (``fit_groups``). One the config gives must fit the network.
+
+    Raises:
+        ValueError: a given ``grad_freeze.param_groups`` above the network's layers (the message says how many).
+    """
     if isinstance(optimizer, FreezeOpt) or not config.enabled("grad_freeze"):
         return optimizer
-    return GradientFreeze(**config.section("grad_freeze")).freeze_generate(network, optimizer)[1]
+    section = dict(config.section("grad_freeze"))
+    if not config.given("grad_freeze.total_steps"):
+        section["total_steps"] = None
+    freeze = GradientFreeze(**section)
+    layers, what = freeze.layers(network)
+    if config.given("grad_freeze.param_groups") and section["param_groups"] > len(layers):
+        raise ValueError(f"For 'BoostConfig', 'grad_freeze.param_groups' must be at most the network's "
+                         f"{len(layers)} {what}, but got {section['param_groups']}. Leave the key out to use the "
+                         "level's default, fitted to the network.")
+    section["param_groups"] = fit_groups(section["param_groups"], len(layers))
+    return GradientFreeze(**section).freeze_generate(network, optimizer)[1]
+
+
+def fit_groups(groups, layers):
+    """The groups a level's default ``groups`` gives a network of ``layers`` layers: at most one a layer."""
+    return max(1, min(groups, layers))

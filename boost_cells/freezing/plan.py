@@ -32,8 +32,8 @@ class AutoCriterion:
     Attributes:
         interval (int): updates between two decisions, >= 1.
         warmup (int): updates before the first freeze, >= 0: the least share of the run trained whole.
-        threshold (float): in (0, 1), the relative change of a segment's mean gradient norm between two intervals
-            below which it counts as converged.
+        threshold (float): in (0, 1), the displacement of a segment's weights over one interval, against their
+            size, below which the segment has settled.
     """
 
     interval: int
@@ -70,6 +70,8 @@ class FreezePlan:
         cyclic (bool): after the sequence's last entry, start again at its first (else stay at the last).
         criterion (AutoCriterion): the automatic schedule's constants; None for the other kinds.
         section (Mapping): the ``grad_freeze`` section it was made from; None for a given sequence.
+        run_assumed (bool): ``total_steps`` was not given (the section's default, 65536, is assumed) and no run has
+            fitted the plan yet (``for_run``).
     """
 
     kind: str
@@ -79,19 +81,21 @@ class FreezePlan:
     cyclic: bool = True
     criterion: AutoCriterion = None
     section: object = dataclasses.field(default=None, compare=False, repr=False)
+    run_assumed: bool = dataclasses.field(default=False, compare=False)
 
     @classmethod
-    def from_section(cls, section, total_steps=None):
+    def from_section(cls, section, total_steps=None, run_assumed=False):
         """The plan of a ``grad_freeze`` section for a run of ``total_steps`` updates (default: the section's
-        ``total_steps``)."""
+        ``total_steps``); ``run_assumed``: that length was not given but assumed."""
         total = int(section["total_steps"] if total_steps is None else total_steps)
         groups, freeze_type = int(section["param_groups"]), section["freeze_type"]
         if is_automatic(freeze_type):
             criterion = auto_criterion(total, section["auto_interval_share"], section["auto_warmup_share"],
                                        section["auto_threshold"])
-            return cls("auto", groups, total, criterion=criterion, section=section)
+            return cls("auto", groups, total, criterion=criterion, section=section, run_assumed=run_assumed)
         sequence = freeze_index_sequence(groups, freeze_type, section["freeze_p"], total, section["seed"])
-        return cls(_KINDS[freeze_type], groups, total, tuple(sequence), freeze_type != PROGRESSIVE, section=section)
+        return cls(_KINDS[freeze_type], groups, total, tuple(sequence), freeze_type != PROGRESSIVE, section=section,
+                   run_assumed=run_assumed)
 
     @classmethod
     def from_sequence(cls, sequence, groups, cyclic=True):
@@ -102,7 +106,7 @@ class FreezePlan:
     def for_run(self, updates):
         """This plan made for a run of ``updates`` updates, as ``Model.train`` fits a schedule whose config leaves
         ``total_steps`` out; itself when the schedule does not depend on the run's length."""
-        if not self.depends_on_run or updates == self.total_steps:
+        if not self.depends_on_run or (updates == self.total_steps and not self.run_assumed):
             return self
         return FreezePlan.from_section(self.section, updates)
 
