@@ -138,13 +138,15 @@ def _automatic_lines(plan, name, start):
     if plan.run is not None:
         interval += f", {plan.epochs(criterion.interval)}"
     warmup = f"auto_warmup_share {section['auto_warmup_share']:g} of {length}"
-    warmup = f"nothing freezes before {start}: the first {_plural(criterion.warmup, 'update')} ({warmup}) " \
-        "train every group" if criterion.warmup else f"no warm-up ({warmup})"
+    whole = plan.freeze.first_frozen_update - 1
+    warmup = f"nothing freezes before {start}: the first {_plural(whole, 'update')} ({warmup}, and two decisions " \
+        "to see a group settle) train every group"
     return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
-            "the decision before (displacement: |w - w_before| / |w|); the leading trained groups whose displacement "
-            f"is below auto_threshold {criterion.threshold:g} have settled and freeze for good, all at once; the "
-            "last group (the head) never freezes. It keeps a copy of the weights outside the head (their memory "
-            "once more).",
+            "the decision before (displacement: |w - w_before| / |w|); a group whose displacement stayed below "
+            f"auto_threshold {criterion.threshold:g} over the last two intervals has settled, and the leading "
+            "trained groups that have settled freeze for good, all at once (a pretrained front can freeze at the "
+            "first decisions after the warm-up, a front still learning waits); the last group (the head) never "
+            "freezes. It keeps a copy of the weights outside the head (their memory once more).",
             f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
             "freeze one more group."]
 
@@ -233,6 +235,11 @@ def _cache_lines(plan):
     return [f"  frozen-prefix cache: applies (the {_schedule_name(freeze)} schedule freezes front groups for good): "
             "their outputs are cached per sample, so their forward pass is skipped too (at most cache_max_mb "
             f"{section['cache_max_mb']} MB); a changed sample or weight is computed again.",
+            "  the cache steps aside (one warning; the frozen prefix then runs inside the compiled step) where it "
+            "cannot pay: after an epoch of caching, fewer than half of the samples it looks up were seen before "
+            "(augmentation), or an epoch's samples at a frozen level's output size would not fit cache_max_mb. It "
+            "needs the run's steps per epoch to judge (Model.train gives them; a loop of your own calls the train "
+            "cell's fit_to_run).",
             f"  the cache needs: {_CACHE_NEEDS}; the train cell's own construct (a subclass with its own construct "
             "trains without the cache, with a warning); not dataset sink mode on GPU/Ascend (Model.train leaves "
             "the cache out there, with a warning; freezing stays)."]
@@ -300,16 +307,17 @@ def _every(interval):
 
 def _automatic_in_run(freeze, updates):
     """What the automatic plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
-    criterion, fitted = freeze.criterion, freeze.for_run(updates).criterion
-    what = (f"The automatic schedule decides {_every(criterion.interval)} and freezes nothing before update "
-            f"{criterion.warmup + 1}")
-    if criterion.warmup >= updates:
+    fitted = freeze.for_run(updates)
+    first = freeze.first_frozen_update
+    what = (f"The automatic schedule decides {_every(freeze.criterion.interval)} and freezes nothing before update "
+            f"{first}")
+    if first > updates:
         what += ", so freezing never starts in this run."
     else:
         share = freeze.section["auto_warmup_share"]
-        what += f", {criterion.warmup / updates:.0%} into this run rather than {share:.0%}."
-    return what + (f" Made for {updates} updates, it would decide {_every(fitted.interval)} from update "
-                   f"{fitted.warmup + 1}.")
+        what += f", {(first - 1) / updates:.0%} into this run rather than {share:.0%}."
+    return what + (f" Made for {updates} updates, it would decide {_every(fitted.criterion.interval)} from update "
+                   f"{fitted.first_frozen_update}.")
 
 
 def run_differs(freeze, updates):

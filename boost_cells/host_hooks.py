@@ -83,13 +83,16 @@ class PrefixCacheRoute:
 
     With ``k = schedule.frozen_for_good()`` leading groups frozen, it looks the batch's first input (one sample per
     row) up in the cache (``FrozenPrefixCache``: the outputs of the stages before group ``k``, fingerprinted) and
-    runs ``steps[k]`` on those outputs and the other inputs; with ``k = 0`` it runs ``full_step`` on the batch, with
-    no host copy of it. Once it steps aside (``step_aside``), the cell's own step (the freezing switch, the frozen
-    prefix run inside the compiled step) takes every step, and the cache's memory is given back.
+    runs ``cached[k]`` on those outputs and the other inputs; with ``k = 0`` it runs ``uncached[0]`` (the full step)
+    on the batch, with no host copy of it. Each step compiles when it first runs, so only the levels the schedule
+    reaches compile (the automatic schedule reaches several at once where their groups settle together).
 
-    It steps aside by itself, with one warning that says why, when it cannot pay on the run at hand. Both rules need
-    the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your own through the train cell's
-    ``fit_to_run``); without it the route keeps caching and says once that it cannot judge.
+    Where the cache cannot pay on the run at hand it drops itself (``drop_cache``), with one warning that says why,
+    and the route goes on with ``uncached[k]``: the frozen prefix runs inside the compiled step, with no host copy of
+    the batch. Both rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your own
+    through the train cell's ``fit_to_run``); without it the route keeps caching and says once that it cannot judge.
+    ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
+    step (the freezing switch, every level's branch compiled in it) then takes every step.
 
     - Samples do not repeat (augmentation): after one epoch of cached steps, over the next quarter of an epoch, fewer
       than ``REPEAT_SHARE`` of the looked-up samples were seen before (``FrozenPrefixCache.repeats``).
@@ -98,22 +101,22 @@ class PrefixCacheRoute:
 
     Args:
         schedule (Cell): the freezing schedule. cache (FrozenPrefixCache): the cache.
-        full_step (Cell): the step that trains every group (a ``ScheduledStep``), for ``k = 0``.
-        steps (dict): ``{k: step}`` for every ``k >= 1`` the schedule reaches; every step returns ``(outputs,
-            applied)``.
+        cached (dict): ``{k: step}`` on the cached outputs, for every ``k >= 1`` the schedule reaches.
+        uncached (dict): ``{k: step}`` on the batch, for ``k = 0`` and every ``k`` of ``cached``. Every step is a
+            ``ScheduledStep`` and returns ``(outputs, applied)``.
 
     Attributes:
-        active (bool): whether it takes the steps. aside (str): why it stepped aside, or None.
+        active (bool): whether it takes the steps. caching (bool): whether it uses the cache. aside (str): why it
+            dropped the cache or stepped aside, or None.
     """
 
     REPEAT_SHARE = 0.5  # the least share of repeated samples at which caching pays
 
-    def __init__(self, schedule, cache, full_step, steps):
+    def __init__(self, schedule, cache, cached, uncached):
         self.schedule = schedule
         self.cache = cache
-        self.full_step = full_step
-        self.steps = steps
-        self.active = True
+        self.cached, self.uncached = cached, uncached
+        self.active, self.caching = True, True
         self.aside = None
         self.steps_per_epoch = None
         self._cached_steps = 0  # steps taken on cached outputs
@@ -123,19 +126,27 @@ class PrefixCacheRoute:
 
     def cells(self):
         """Every step the route may run (for the train cell's Cell tree)."""
-        return [self.full_step, *self.steps.values()]
+        return [*self.uncached.values(), *self.cached.values()]
 
     def fit_run(self, steps_per_epoch):
         """The run's steps (train-cell calls) per epoch, which the cache's rules need."""
         self.steps_per_epoch = int(steps_per_epoch)
 
-    def step_aside(self, why):
-        """Stop taking steps for the rest of the run and drop the cached outputs, with one ``BoostConfigWarning``
-        that says ``why`` (naming the key), attributed to the user's line."""
-        if self.active:
-            self.active, self.aside = False, why
+    def drop_cache(self, why):
+        """Stop caching for the rest of the run (the cached outputs are dropped, their memory given back) and take
+        the steps on the batch, with one ``BoostConfigWarning`` that says ``why`` (naming the key), attributed to
+        the user's line."""
+        if self.caching:
+            self.caching, self.aside = False, why
             self.cache.clear()
             warn_user(why)
+
+    def step_aside(self, why):
+        """Stop taking steps for the rest of the run (the cell's own step takes them) and drop the cache, with one
+        ``BoostConfigWarning`` that says ``why``."""
+        if self.active:
+            self.drop_cache(why)
+            self.active = False
 
     def before_step(self, cell):
         """Nothing before a step."""
@@ -146,15 +157,15 @@ class PrefixCacheRoute:
     def take_step(self, cell, inputs):
         """The step, on the cached prefix outputs once groups are frozen for good."""
         level = self.schedule.frozen_for_good()
-        if level == 0:
-            return self.full_step(*inputs)[0]
+        if level == 0 or not self.caching:
+            return self.uncached[level](*inputs)[0]
         if not inputs:
             raise TypeError(f"For '{type(cell).__name__}', the frozen-prefix cache needs the batch as the first input, "
                             "but the cell was called without inputs.")
         first = inputs[0].asnumpy() if isinstance(inputs[0], Tensor) else np.asarray(inputs[0])
         new_level = level not in self.cache.row_bytes
         prefix_outputs = self.cache(first, level)
-        outputs = self.steps[level](Tensor(prefix_outputs), *inputs[1:])[0]
+        outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._cached_steps += 1
         self._rows += len(first)
         self._judge(level, len(first), new_level)
@@ -173,7 +184,7 @@ class PrefixCacheRoute:
         samples = self.steps_per_epoch * rows
         needed = samples * self.cache.row_bytes.get(level, 0)
         if new_level and needed > self.cache.max_bytes:
-            self.step_aside(f"The frozen-prefix cache steps aside: an epoch's {samples} samples need about "
+            self.drop_cache(f"The frozen-prefix cache steps aside: an epoch's {samples} samples need about "
                             f"{needed / 2 ** 20:.0f} MB at frozen level {level}, more than 'grad_freeze.cache_max_mb' "
                             f"({self.cache.max_bytes / 2 ** 20:.0f} MB), so it would fill and then compute most samples "
                             "anyway. The frozen prefix now runs inside the compiled step; raise the key to cache.")
@@ -190,7 +201,7 @@ class PrefixCacheRoute:
         self._window = "done"
         share = (self.cache.repeats - repeats_then) / max(1, self._rows - rows_then)
         if share < self.REPEAT_SHARE:
-            self.step_aside(f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the "
+            self.drop_cache(f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the "
                             "samples it looked up had been seen before (augmentation changes them every epoch), so "
                             "fingerprinting and storing them costs more than it saves. The frozen prefix now runs "
                             "inside the compiled step; set 'grad_freeze.cache_frozen_prefix' to false to silence "

@@ -195,7 +195,7 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
     steps = _group_steps(network, optimizer, update, make_step)
     route = None
     if _cache_applies(config, optimizer, schedule, who, own_construct):
-        route = _prefix_route(network, optimizer, config, update, schedule, steps[0], make_step)
+        route = _prefix_route(network, optimizer, config, update, schedule, steps, make_step)
     return BuiltStep(FreezeSwitch(schedule, steps), update, adasum, schedule, route)
 
 
@@ -239,14 +239,15 @@ def _stage_starts(staged, optimizer):
     return [0] + starts[1:]
 
 
-def _prefix_route(network, optimizer, config, update, schedule, full_step, make_step):
+def _prefix_route(network, optimizer, config, update, schedule, group_steps, make_step):
     """The frozen-prefix cache's host route for a schedule that freezes groups for good (``schedule.frozen_levels``).
 
     Level ``k`` (the schedule's ``frozen_for_good()``) trains from group ``k`` on the cached outputs of the stages
     before it: its step is a ``Step``/``ScaledStep`` over ``opts[k]`` and the suffix network (``nn.WithLossCell`` of
     the remaining stages and the loss), its strategy ``update.for_suffix``, advancing the schedule as the switch's
-    own steps do (``ScheduledStep``). Level 0 takes ``full_step``. Segment ``j`` of the cache is the stages of group
-    ``j`` that group ``j + 1`` does not train.
+    own steps do (``ScheduledStep``). On the batch (level 0, or once the cache dropped itself) level ``k`` takes
+    ``group_steps[k]``, the switch's own branch. Segment ``j`` of the cache is the stages of group ``j`` that group
+    ``j + 1`` does not train.
 
     Raises:
         TypeError: ``network`` has no stages (``staged_network``). ValueError: groups not at stage boundaries.
@@ -260,7 +261,8 @@ def _prefix_route(network, optimizer, config, update, schedule, full_step, make_
         opt = optimizer.opts[level]
         steps[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
     cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
-    return PrefixCacheRoute(schedule, cache, ScheduledStep(schedule, full_step), steps)
+    uncached = {level: ScheduledStep(schedule, group_steps[level]) for level in (0, *schedule.frozen_levels)}
+    return PrefixCacheRoute(schedule, cache, steps, uncached)
 
 
 def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulation, mean=None, degree=None,

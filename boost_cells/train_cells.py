@@ -114,9 +114,9 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         @functools.wraps(init)
         def __init__(self, *args, **kwargs):
             init(self, *args, **kwargs)
-            if self.grad_reducer is not self._built_reducer:
+            if id(self.grad_reducer) != self._built_reducer:
                 self.update.set_grad_reducer(self.grad_reducer)
-                self._built_reducer = self.grad_reducer
+                self._built_reducer = id(self.grad_reducer)
 
         cls.__init__ = __init__
 
@@ -132,7 +132,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self.train_step, self.update, self.adasum = built.train_step, built.update, built.adasum
         self.enable_adasum = built.adasum is not None
         self.grad_reducer = built.update.grad_reducer if built.update.grad_reducer is not None else nn.Identity()
-        self._built_reducer = self.grad_reducer
+        self._built_reducer = id(self.grad_reducer)  # the reducer the cell built (a subclass may assign its own)
         self.prefix_route = built.prefix_route
         self.prefix_cache = None if built.prefix_route is None else built.prefix_route.cache
         if built.prefix_route is not None:

@@ -58,12 +58,12 @@ SHIPPED = {
     "O1.json": ["level O1;", "on: less_bn, grad_freeze;", "grad_freeze.freeze_type: \"auto\" (default 1)",
                 "the automatic schedule (freeze_type \"auto\")", "4 nested suffixes",
                 "total_steps: left out, so Model.train sets it from the run: 528 updates.",
-                "nothing freezes before update 160 of 528 (epoch 4 of 12): the first 159 updates",
+                "nothing freezes before update 54 of 528 (epoch 2 of 12): the first 53 updates",
                 "a decision every 26 updates", "frozen-prefix cache: applies",
                 "the cache needs: a network of stages (an nn.SequentialCell or boost_cells.Stages",
                 "not dataset sink mode on GPU/Ascend", "less_bn: MindSpore's less_bn graph pass"],
     "O2.json": ["level O2;", "on: less_bn, grad_freeze, adasum;", "common.device_number: 1 (default 8)",
-                "update 160 of 528 (epoch 4 of 12)", "It needs data-parallel training over device_number x 2**k ranks",
+                "update 54 of 528 (epoch 2 of 12)", "It needs data-parallel training over device_number x 2**k ranks",
                 "stand-alone it is the plain step"],
     "adasum.json": ["on: adasum;", "boost.adasum: true (default false)", "groups of common.device_number = 1 rank"],
     "grad_accumulation.json": ["on: grad_accumulation;", "grad_accumulation: 4 micro-steps (batches) an update",
@@ -188,7 +188,7 @@ def test_automatic_schedule_numbers_are_auto_criterions():
     update = criterion.warmup + 1
     assert f"nothing freezes before update {update} of 176 (epoch {-(-update * 3 // 44)} of 12)" in lines
     assert f"a decision every {criterion.interval} updates (auto_interval_share 0.1 of 176, " in lines
-    given = auto_criterion(65536, 0.05, 0.3, 0.5)
+    given = auto_criterion(65536, 0.05, 0.1, 0.1)
     assert f"can start at update {given.warmup + 1} of total_steps 65536" in summary("configs/O1.json")
 
 
@@ -264,7 +264,7 @@ def test_a_schedule_that_never_freezes_says_so():
         assert f"{why}: every update trains every group, so nothing freezes." in text(freeze(**grad_freeze), RUN)
         assert summary(freeze(**grad_freeze), RUN).endswith("never freezes.")
     late = summary(freeze(param_groups=3, freeze_type="auto", auto_warmup_share=0.5), Run(1, 1))
-    assert late.endswith("never starts in this run of 1 update (it would at update 2).")
+    assert late.endswith("never starts in this run of 1 update (it would at update 3).")
 
 
 def test_adasum_with_workers_says_what_the_train_cell_does():
@@ -317,7 +317,7 @@ def auto_freezing_model():
 def test_model_train_logs_one_info_line_at_its_start_and_the_summary_at_debug(caplog):
     """Quiet by default (the package adds no handler, so Python's WARNING level drops the records); with logging at
     DEBUG, one INFO record before training begins, in the run's numbers (5 epochs of 4 steps: total_steps 20 from
-    the run, no freeze before update 6), and the whole summary in one DEBUG record."""
+    the run, no freeze before update 3), and the whole summary in one DEBUG record."""
     package = logging.getLogger("boost_cells")
     assert package.handlers == [] and package.level == logging.NOTSET
     caplog.set_level(logging.DEBUG, logger="boost_cells")
@@ -328,7 +328,7 @@ def test_model_train_logs_one_info_line_at_its_start_and_the_summary_at_debug(ca
     assert at_start.seen == records
     infos = [record for record in records if record.levelno == logging.INFO]
     assert [record.getMessage() for record in infos] == [
-        "boost level O1: grad_freeze on; automatic freezing of 3 groups can start at update 7 of 20 (epoch 2 of 5), "
+        "boost level O1: grad_freeze on; automatic freezing of 3 groups can start at update 3 of 20 (epoch 1 of 5), "
         "frozen-prefix cache on."]
     assert [record.levelno for record in records] == [logging.INFO, logging.DEBUG]
     debug = records[1].getMessage()

@@ -95,7 +95,8 @@ def test_frozen_prefix_cache_in_data_parallel_training(results):
 def first_freezes(run):
     """The share of the run after which each level was first reached."""
     levels, updates = list(run["levels"]), int(run["updates"])
-    return [(levels.index(level) + 1) / updates for level in range(1, max(levels) + 1)]
+    return [(next(t for t, reached in enumerate(levels) if reached >= level) + 1) / updates
+            for level in range(1, max(levels) + 1)]
 
 
 def test_the_automatic_schedule_freezes_at_the_same_share_at_any_data_size_and_worker_count(results):

@@ -59,7 +59,7 @@ class GradientFreeze:
     """
 
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
-                 auto_warmup_share=0.3, auto_threshold=0.5, cache_frozen_prefix=False, cache_max_mb=2048):
+                 auto_warmup_share=0.1, auto_threshold=0.1, cache_frozen_prefix=False, cache_max_mb=2048):
         check_freeze_args("GradientFreeze", freeze_type, freeze_p)
         self.run_assumed = total_steps is None  # a config that leaves it out: the default is assumed
         if self.run_assumed:

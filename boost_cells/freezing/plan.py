@@ -160,9 +160,14 @@ class FreezePlan:
     @functools.cached_property
     def first_frozen_update(self):
         """The first update (from 1) that may train from a group above 0: the first such entry of the sequence, or
-        for the automatic schedule the first after its warm-up; None when none can."""
+        for the automatic schedule the one after its first decision that may freeze (at the end of the warm-up, and
+        not before its second decision: a group settles over two intervals); None when none can."""
         if self.kind == "auto":
-            return self.criterion.warmup + 1 if self.groups > 1 else None
+            if self.groups < 2:
+                return None
+            interval, warmup = self.criterion.interval, self.criterion.warmup
+            second = (warmup % interval or interval) + interval
+            return max(warmup, second) + 1
         return next((t + 1 for t, index in enumerate(self.sequence) if index > 0), None)
 
     @property

@@ -110,9 +110,10 @@ class AutoSchedule(nn.Cell):
 
     - Every ``interval`` updates (the intervals end where ``updates - warmup`` is a multiple of ``interval``, so the
       first decision that may freeze comes exactly at the end of the warm-up) it measures every segment's
-      displacement and takes the copies again. From ``warmup`` updates on, the leading trained segments whose
-      displacement is below ``threshold`` freeze, all at once: ``frozen`` becomes the first segment from ``frozen``
-      on that has not settled. The head (the last group) never freezes. The work runs only at a decision (a branch
+      displacement and takes the copies again. A segment has settled when its displacement stayed below
+      ``threshold`` over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on, the
+      leading trained segments that have settled freeze, all at once: ``frozen`` becomes the first segment from
+      ``frozen`` on that has not settled. The head (the last group) never freezes. The work runs only at a decision (a branch
       of the compiled step), so a step between decisions costs a counter; no step reads anything on the host.
     - Data-parallel, every rank holds the same weights, so every rank measures the same displacements and decides
       the same without a collective.
@@ -174,7 +175,9 @@ class AutoSchedule(nn.Cell):
 
     def _decide(self, updates):
         displacement = self._displacements()
-        settled = ops.logical_and(displacement < self.threshold, self.group_ids < self.groups - 1)
+        previous = self.displacement + 0.0
+        settled = ops.logical_and(ops.logical_and(displacement < self.threshold, self.group_ids < self.groups - 1),
+                                  ops.logical_and(previous >= 0.0, previous < self.threshold))
         # The new front: the first segment from ``frozen`` on that has not settled (at most the head).
         unsettled = ops.logical_and(ops.logical_not(settled), self.group_ids >= self.frozen)
         front = ops.reduce_min(ops.select(unsettled, self.group_ids, ops.fill(mstype.int32, (self.groups,),

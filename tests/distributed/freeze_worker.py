@@ -71,9 +71,9 @@ def scenario_freeze_overflow(rank, size):
 
 
 def scenario_freeze_auto(rank, size):
-    """The automatic schedule: each rank's own gradient norms differ, so the ranks agree on when to freeze only
-    because the statistics are all-reduced before each decision (every 2 updates; threshold 0.9 freezes at the
-    first decision that has a previous interval to compare with)."""
+    """The automatic schedule: each rank's own gradients differ, but the replicas' weights are the same, so every
+    rank measures the same displacements and decides alike (every 2 updates; threshold 0.9 freezes at the first
+    decision that has two intervals)."""
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto")

@@ -1,0 +1,98 @@
+"""The frozen-prefix cache judges itself on the run at hand (issue 26): it keeps caching where samples repeat, drops
+itself with one warning that names the key where they do not (augmentation) or where an epoch's samples cannot fit
+``grad_freeze.cache_max_mb``, and says once that it cannot judge without the run's steps per epoch. Once dropped,
+the frozen prefix runs inside the compiled step, and the run trains exactly as freezing without the cache."""
+import warnings
+
+import numpy as np
+import pytest
+from mindspore import Tensor, nn
+
+from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt
+
+ROWS, STEPS = 8, 4  # a batch's rows, an epoch's steps
+
+
+def cell(cache=True, max_mb=2048, width=16, seed=0):
+    """A 3-stage network whose front stage freezes for good from the second update (a FreezeOpt walked once)."""
+    rng = np.random.RandomState(seed)
+    net = nn.SequentialCell([
+        nn.Dense(4, width, weight_init=Tensor(rng.randn(width, 4).astype(np.float32) * 0.3), bias_init="zeros"),
+        nn.Tanh(),
+        nn.Dense(width, 3, weight_init=Tensor(rng.randn(3, width).astype(np.float32) * 0.3), bias_init="zeros")])
+    params = net.trainable_params()
+    opt = FreezeOpt(nn.Momentum(params, 0.05, 0.9), [params, params[2:]], [0, 1], cyclic=False)
+    config = {"grad_freeze": {"cache_frozen_prefix": cache, "cache_max_mb": max_mb}}
+    return BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
+
+
+def epochs(count, fresh, seed=0):
+    """``count`` epochs of STEPS batches: the same samples shuffled each epoch, or ``fresh`` ones every epoch."""
+    rng = np.random.RandomState(seed)
+    x, y = rng.randn(ROWS * STEPS, 4).astype(np.float32), rng.randn(ROWS * STEPS, 3).astype(np.float32)
+    for _ in range(count):
+        if fresh:
+            x = x + rng.randn(*x.shape).astype(np.float32) * 0.01
+        order = rng.permutation(len(x))
+        for step in range(STEPS):
+            rows = order[step * ROWS:(step + 1) * ROWS]
+            yield Tensor(x[rows]), Tensor(y[rows])
+
+
+def train(train_cell, batches):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for x, y in batches:
+            train_cell(x, y)
+    return [str(w.message) for w in record if issubclass(w.category, BoostConfigWarning)]
+
+
+def weights(train_cell):
+    return [p.asnumpy() for p in train_cell.weights]
+
+
+def test_repeating_samples_keep_the_cache(graph_mode):
+    trained = cell()
+    trained.fit_to_run(steps_per_epoch=STEPS)
+    assert train(trained, epochs(4, fresh=False)) == []
+    route = trained.prefix_route
+    assert route.caching and route.aside is None and trained.prefix_cache.hits > 0
+
+
+def test_changing_samples_drop_the_cache_once_and_train_as_freezing_alone(graph_mode):
+    """Every sample changes every epoch: after an epoch of caching and a quarter of the next, none had been seen
+    before, so the cache drops itself (one warning naming the key); the run ends where freezing without the cache
+    ends, bit for bit (no BatchNorm in the prefix)."""
+    cached = cell()
+    cached.fit_to_run(steps_per_epoch=STEPS)
+    messages = train(cached, epochs(4, fresh=True))
+    assert len(messages) == 1 and "only 0% of the samples it looked up had been seen before" in messages[0]
+    assert "'grad_freeze.cache_frozen_prefix'" in messages[0]
+    assert not cached.prefix_route.caching and cached.prefix_route.active and not cached.prefix_cache.entries
+    plain = cell(cache=False)
+    train(plain, epochs(4, fresh=True))
+    for got, want in zip(weights(cached), weights(plain)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_an_epoch_that_cannot_fit_is_left_out_before_it_fills(graph_mode):
+    """An epoch's 32 samples of 9000 float32 features at the frozen level need 1.1 MB: more than a cache_max_mb of 1
+    once the first outputs show their size, so the cache drops itself after one batch."""
+    trained = cell(max_mb=1, width=9000)
+    trained.fit_to_run(steps_per_epoch=STEPS)
+    messages = train(trained, epochs(1, fresh=False))
+    assert len(messages) == 1 and "'grad_freeze.cache_max_mb' (1 MB)" in messages[0]
+    assert "32 samples need about 1 MB" in messages[0]
+    assert trained.prefix_cache.misses == ROWS and not trained.prefix_cache.entries
+
+
+def test_without_the_epochs_length_the_cache_says_once_that_it_cannot_judge(graph_mode):
+    trained = cell()
+    messages = train(trained, epochs(2, fresh=True))
+    assert len(messages) == 1 and "cannot judge whether it pays" in messages[0] and "fit_to_run" in messages[0]
+    assert trained.prefix_route.caching
+
+
+def test_the_steps_per_epoch_must_be_a_count():
+    with pytest.raises((TypeError, ValueError), match="steps_per_epoch"):
+        cell().fit_to_run(steps_per_epoch=0)
