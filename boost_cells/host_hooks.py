@@ -119,9 +119,8 @@ class PrefixCacheRoute:
         self.active, self.caching = True, True
         self.aside = None
         self.steps_per_epoch = None
-        self._cached_steps = 0  # steps taken on cached outputs
-        self._window = None  # (cached steps, rows, repeats) when the judging window opened; "done" once judged
-        self._rows = 0
+        self._calls = 0  # steps taken, from the run's start
+        self._window = None  # the _RepeatWindow, from the first cached step on
         self._unjudged_warned = False
 
     def cells(self):
@@ -156,6 +155,7 @@ class PrefixCacheRoute:
 
     def take_step(self, cell, inputs):
         """The step, on the cached prefix outputs once groups are frozen for good."""
+        self._calls += 1
         level = self.schedule.frozen_for_good()
         if level == 0 or not self.caching:
             return self.uncached[level](*inputs)[0]
@@ -163,16 +163,14 @@ class PrefixCacheRoute:
             raise TypeError(f"For '{type(cell).__name__}', the frozen-prefix cache needs the batch as the first input, "
                             "but the cell was called without inputs.")
         first = inputs[0].asnumpy() if isinstance(inputs[0], Tensor) else np.asarray(inputs[0])
-        new_level = level not in self.cache.row_bytes
+        new_level, repeats = level not in self.cache.row_bytes, self.cache.repeats
         prefix_outputs = self.cache(first, level)
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
-        self._cached_steps += 1
-        self._rows += len(first)
-        self._judge(level, len(first), new_level)
+        self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         return outputs
 
-    def _judge(self, level, rows, new_level):
-        """Step aside where the cache cannot pay (see the class docstring)."""
+    def _judge(self, level, rows, new_level, repeated):
+        """Drop the cache where it cannot pay (see the class docstring)."""
         if self.steps_per_epoch is None:
             if not self._unjudged_warned:
                 self._unjudged_warned = True
@@ -181,7 +179,8 @@ class PrefixCacheRoute:
                           "steps per epoch: it caches on. Give it with the train cell's fit_to_run(total_steps, "
                           "steps_per_epoch) before training (Model.train does).")
             return
-        samples = self.steps_per_epoch * rows
+        epoch = self.steps_per_epoch
+        samples = epoch * rows
         needed = samples * self.cache.row_bytes.get(level, 0)
         if new_level and needed > self.cache.max_bytes:
             self.drop_cache(f"The frozen-prefix cache steps aside: an epoch's {samples} samples need about "
@@ -189,20 +188,46 @@ class PrefixCacheRoute:
                             f"({self.cache.max_bytes / 2 ** 20:.0f} MB), so it would fill and then compute most samples "
                             "anyway. The frozen prefix now runs inside the compiled step; raise the key to cache.")
             return
-        if self._window == "done":
-            return
         if self._window is None:
-            if self._cached_steps >= self.steps_per_epoch:
-                self._window = (self._cached_steps, self._rows, self.cache.repeats)
-            return
-        opened, rows_then, repeats_then = self._window
-        if self._cached_steps - opened < max(1, self.steps_per_epoch // 4):
-            return
-        self._window = "done"
-        share = (self.cache.repeats - repeats_then) / max(1, self._rows - rows_then)
-        if share < self.REPEAT_SHARE:
+            self._window = _RepeatWindow(self._calls - 1, epoch)
+        share = self._window.share(self._calls - 1, rows, repeated)
+        if share is not None and share < self.REPEAT_SHARE * self._window.expected:
             self.drop_cache(f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the "
-                            "samples it looked up had been seen before (augmentation changes them every epoch), so "
+                            "samples it looked up had been seen before, where samples that repeat every epoch would "
+                            f"give about {self._window.expected:.0%} (augmentation changes them every epoch), so "
                             "fingerprinting and storing them costs more than it saves. The frozen prefix now runs "
                             "inside the compiled step; set 'grad_freeze.cache_frozen_prefix' to false to silence "
                             "this.")
+
+
+class _RepeatWindow:
+    """When and over which steps the frozen-prefix cache measures how often samples repeat.
+
+    A sample comes once an epoch. The cache started at call ``first`` (counted from the run's start, an epoch being
+    ``epoch`` calls); a sample looked up one epoch later (call ``first + epoch`` on) came before at a uniformly random
+    place of the epoch before (shuffled data) or at the same place (unshuffled), so it was seen by the cache with
+    probability ``expected = (epoch - first % epoch) / epoch`` or more, if samples repeat. Where that is below a
+    quarter (the cache started late in its epoch), the window waits one epoch more (``expected`` 1). The window spans
+    ``max(2, epoch // 8)`` calls.
+    """
+
+    def __init__(self, first, epoch):
+        self.expected = (epoch - first % epoch) / epoch
+        self.start = first + epoch
+        if self.expected < 0.25:
+            self.start, self.expected = self.start + epoch, 1.0
+        self.length = max(2, epoch // 8)
+        self.rows = self.repeated = 0
+        self.closed = False
+
+    def share(self, call, rows, repeated):
+        """The window's share of repeated samples when it closes (once), else None; ``call``: this call's index from
+        the run's start, ``rows`` and ``repeated``: its samples and how many of them the cache had seen."""
+        if self.closed or call < self.start:
+            return None
+        self.rows += rows
+        self.repeated += repeated
+        if call < self.start + self.length - 1:
+            return None
+        self.closed = True
+        return self.repeated / max(1, self.rows)

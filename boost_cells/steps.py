@@ -21,6 +21,7 @@ from .distributed import parallel_info
 from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
 from .freezing import unfrozen
 from .host_hooks import PrefixCacheRoute
+from .scaling.overflow import with_unscale
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
 
 __all__ = ["BuiltStep", "ScaledStep", "Step", "StepOutputs", "build_step", "freeze_cell", "make_update_strategy"]
@@ -78,7 +79,8 @@ class ScaledStep(Step):
     Args:
         network, weights, update: as ``Step``.
         loss_scale (Cell): the loss-scale part (``LossScale``, ``GroupLossScale`` or ``HeldLossScale``).
-        overflow_detector (Cell): ``FiniteCheck`` or ``NPUFloatStatusCheck`` (``boost_cells.scaling``).
+        overflow_detector (Cell): ``FiniteCheck`` or ``NPUFloatStatusCheck`` (``boost_cells.scaling``), or one of
+            one's own with only ``start`` and ``construct`` (``UnscaleThenCheck`` gives it ``unscale_and_check``).
 
     Inputs: ``*inputs``. Outputs: ``((loss, overflow, loss_scale), applied)``: the flag that decided the skip and a
     copy of the scale after the policy's update.
@@ -87,17 +89,19 @@ class ScaledStep(Step):
     def __init__(self, network, weights, update, loss_scale, overflow_detector):
         super().__init__(network, weights, update)
         self.loss_scale = loss_scale
-        self.overflow_detector = overflow_detector
+        self.overflow_detector = with_unscale(overflow_detector)
 
     def gradients(self, inputs):
         """One overflow window: the loss, the gradients of the backward pass started from the part's scale and
-        unscaled by it, and the detector's overflow flag (computed last). ``inputs`` is the tuple of inputs."""
+        unscaled by it, and the detector's overflow flag (the detector unscales and checks in one pass).
+        ``inputs`` is the tuple of inputs."""
         scale = self.loss_scale.value()
         loss = self.network(*inputs)
         status, sens = self.overflow_detector.start(loss, ops.ones_like(loss) * ops.cast(scale, loss.dtype))
         grads = self.grad(self.network, self.weights)(*inputs, sens)
-        grads = self.loss_scale.unscale(scale, grads)
-        return loss, grads, self.overflow_detector(status, grads)
+        grads, overflow = self.overflow_detector.unscale_and_check(status, grads,
+                                                                   self.loss_scale.inverses(scale, grads))
+        return loss, grads, overflow
 
     def construct(self, *inputs):
         loss, grads, overflow = self.gradients(inputs)

@@ -195,6 +195,7 @@ class FrozenPrefixCache:
         self.watched = 0  # the leading segments whose copy was taken (and which their entries' outputs came from)
         self.seconds, self.hits, self.misses, self.repeats = 0.0, 0, 0, 0
         self.row_bytes = {}
+        self.spans = {}  # (first segment, last segment + 1) -> Stages over them
         self.full_warned = False
 
     def _check_prefix(self, level):
@@ -237,6 +238,14 @@ class FrozenPrefixCache:
         self.entries[key] = (level, row)
         self.bytes += row.nbytes
 
+    def _span(self, first, last):
+        """The segments ``first`` to ``last - 1`` as one ``Stages`` (one compiled graph: a prefix that freezes
+        several segments at once is computed in one call, not one per segment)."""
+        span = self.spans.get((first, last))
+        if span is None:
+            span = self.spans[(first, last)] = Stages([cell for segment in self.segments[first:last] for cell in segment])
+        return span
+
     def clear(self):
         """Drop every cached output (the memory is given back)."""
         self.entries.clear()
@@ -255,17 +264,15 @@ class FrozenPrefixCache:
         self.hits += sum(output is not None for output in outputs)
         self.misses += sum(output is None for output in outputs)
         began = time.perf_counter()
-        carried = {}  # row index -> its output at the current segment's input level
-        for j in range(level):
-            joining = [i for i, output in enumerate(outputs) if output is None and start[i] == j]
-            carried.update((i, inputs[i] if j == 0 else found[i][1]) for i in joining)
-            if carried:
-                order = sorted(carried)
-                results = self._run(self.segments[j], np.stack([carried[i] for i in order]))
-                carried = dict(zip(order, results))
-        for i, row in carried.items():
-            outputs[i] = row.copy()
-            self.row_bytes.setdefault(level, row.nbytes)
-            self._store(keys[i], level, outputs[i])
+        by_start = {}  # the level a missing row's computation starts from -> its row indices
+        for i, output in enumerate(outputs):
+            if output is None:
+                by_start.setdefault(start[i], []).append(i)
+        for first, rows in by_start.items():
+            sources = np.stack([inputs[i] if first == 0 else found[i][1] for i in rows])
+            for i, row in zip(rows, self._run(self._span(first, level), sources)):
+                outputs[i] = row.copy()
+                self.row_bytes.setdefault(level, row.nbytes)
+                self._store(keys[i], level, outputs[i])
         self.seconds += time.perf_counter() - began
         return np.stack(outputs)

@@ -213,7 +213,7 @@ class GroupLossScale(nn.Cell):
     Same contract as ``LossScale``. ``value()`` and ``scale_sense`` are 1, the gradient the backward pass starts
     from: the manager's calls inside the network apply the scales (so ``locate_overflow`` with that
     ``scale_sense`` sees the step's backward pass).
-    ``unscale`` divides each gradient by its group's scale. ``construct(overflow, grads)`` flags group g when one
+    ``inverses`` and ``unscale`` divide each gradient by its group's scale. ``construct(overflow, grads)`` flags group g when one
     of its gradients is inf or nan (all-reduced across ranks), moves every scale by its own flag, and returns
     ``(any flag, scale of group 1)``, the reference's outputs. ``overflow`` is the target detector's flag for
     the whole step: when it is set but no group shows inf/nan (Ascend saturation mode, where values saturate
@@ -246,9 +246,11 @@ class GroupLossScale(nn.Cell):
     def value(self):
         return self.scale_sense
 
+    def inverses(self, value, grads):
+        return ops.unstack(ops.gather(ops.reciprocal(self.scales), self.group_ids, 0))
+
     def unscale(self, value, grads):
-        inverse = ops.gather(ops.reciprocal(self.scales), self.group_ids, 0)
-        return self.hyper_map(unscale_by, ops.unstack(inverse), grads)
+        return self.hyper_map(unscale_by, self.inverses(value, grads), grads)
 
     def set_scale(self, sens):
         """Set every group's scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""

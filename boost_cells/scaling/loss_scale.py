@@ -133,7 +133,9 @@ class LossScale(nn.Cell):
     """One loss scale for every gradient: the loss-scale part that ``BoostTrainOneStepWithLossScaleCell`` composes.
 
     The part contract (shared with ``GroupLossScale``): ``value()`` is the float32 scalar the backward pass
-    starts from; ``unscale(value, grads)`` divides every gradient by its scale; ``construct(overflow, grads)`` runs
+    starts from; ``inverses(value, grads)`` is each gradient's ``1 / scale`` (a tuple of scalars, one per gradient),
+    by which the overflow detector unscales and checks the gradients in one pass (``unscale_and_check``);
+    ``unscale(value, grads)`` divides every gradient by its scale; ``construct(overflow, grads)`` runs
     the policy on this step's overflow flag and returns ``(overflow, scale)``: the flag that decides the skip and
     a copy of the scale after the update; ``set_scale(sens)`` sets the scale by hand.
 
@@ -153,8 +155,11 @@ class LossScale(nn.Cell):
     def value(self):
         return ops.reshape(self.scale_sense, ())
 
+    def inverses(self, value, grads):
+        return (ops.reciprocal(value),) * len(grads)
+
     def unscale(self, value, grads):
-        return self.hyper_map(ops.partial(unscale_by, ops.reciprocal(value)), grads)
+        return self.hyper_map(unscale_by, self.inverses(value, grads), grads)
 
     def set_scale(self, sens):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""
@@ -185,6 +190,9 @@ class HeldLossScale(nn.Cell):
 
     def value(self):
         return self.owner.value()
+
+    def inverses(self, value, grads):
+        return self.owner.inverses(value, grads)
 
     def unscale(self, value, grads):
         return self.owner.unscale(value, grads)

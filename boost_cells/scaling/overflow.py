@@ -5,7 +5,10 @@ Both detectors share one contract, so the train cell has no target branches:
 - ``start(loss, sens) -> (status, sens)`` runs after the loss and before the backward pass (the backward pass
   must consume the returned ``sens``);
 - ``construct(status, grads) -> overflow`` runs after the gradients and returns a bool scalar that is identical on
-  every rank (all-reduced in data-parallel mode).
+  every rank (all-reduced in data-parallel mode);
+- ``unscale_and_check(status, grads, inverses) -> (grads, overflow)`` unscales the gradients (each times its
+  ``inverses`` entry, the loss-scale part's) and checks them: the fused finiteness check does both in one pass over
+  each gradient, as PyTorch's ``GradScaler`` does (``_amp_foreach_non_finite_check_and_unscale_``).
 """
 import mindspore as ms
 import mindspore.amp as amp
@@ -14,7 +17,24 @@ from mindspore.common import dtype as mstype
 
 from ..mindspore_internals import ascend_uses_float_status, npu_clear_float_status, npu_get_float_status
 
-__all__ = ["FiniteCheck", "NPUFloatStatusCheck", "make_overflow_detector", "any_non_finite"]
+__all__ = ["FiniteCheck", "NPUFloatStatusCheck", "UnscaleThenCheck", "make_overflow_detector", "any_non_finite",
+           "with_unscale"]
+
+_unscale = ops.MultitypeFuncGraph("unscale")
+_unscale_and_probe = ops.MultitypeFuncGraph("unscale_and_probe")
+
+
+@_unscale.register("Tensor", "Tensor")
+def _unscale_tensor(inverse, grad):
+    return grad * ops.cast(inverse, grad.dtype)
+
+
+@_unscale_and_probe.register("Tensor", "Tensor")
+def _unscale_and_probe_tensor(inverse, grad):
+    """``(grad * inverse, sum(grad * inverse * 0))``: the unscaled gradient and its probe, exactly 0 when it is
+    finite and nan otherwise (``any_non_finite``'s rule), from one expression over the gradient."""
+    unscaled = grad * ops.cast(inverse, grad.dtype)
+    return unscaled, (unscaled * 0).sum()
 
 
 def any_non_finite(tensors):
@@ -42,18 +62,29 @@ class FiniteCheck(nn.Cell):
         self.all_reduce = ops.AllReduce() if distributed else None
         self.use_all_finite_kernel = use_all_finite_kernel
         self.dummy_status = Tensor(0, mstype.int32)
+        self.hyper_map = ops.HyperMap()
 
     def start(self, loss, sens):
         return self.dummy_status, sens
 
-    def construct(self, status, grads):
-        if self.use_all_finite_kernel:
-            overflow = ops.logical_not(amp.all_finite(grads))
-        else:
-            overflow = any_non_finite(grads)
+    def _agreed(self, overflow):
         if self.all_reduce is not None:
             overflow = self.all_reduce(ops.cast(overflow, mstype.float32)) > 0
         return overflow
+
+    def construct(self, status, grads):
+        if self.use_all_finite_kernel:
+            return self._agreed(ops.logical_not(amp.all_finite(grads)))
+        return self._agreed(any_non_finite(grads))
+
+    def unscale_and_check(self, status, grads, inverses):
+        if self.use_all_finite_kernel:
+            grads = self.hyper_map(_unscale, inverses, grads)
+            return grads, self.construct(status, grads)
+        pairs = self.hyper_map(_unscale_and_probe, inverses, grads)
+        grads = tuple(pair[0] for pair in pairs)
+        probe = ops.addn([pair[1] for pair in pairs])
+        return grads, self._agreed(ops.logical_not(ops.isfinite(probe)))
 
 
 class NPUFloatStatusCheck(nn.Cell):
@@ -79,6 +110,7 @@ class NPUFloatStatusCheck(nn.Cell):
             self.all_reduce = all_reduce_op if all_reduce_op is not None else ops.AllReduce()
         self.status = Tensor([0] * 8, mstype.int32)
         self.zero = Tensor(0, mstype.int32)
+        self.hyper_map = ops.HyperMap()
 
     def start(self, loss, sens):
         status = ops.depend(self.status, loss)
@@ -93,6 +125,39 @@ class NPUFloatStatusCheck(nn.Cell):
         cleared = self.clear_status(ops.depend(status, flags))
         flags = ops.depend(flags, cleared)
         return ops.logical_not(ops.equal(flags, self.zero).all())
+
+    def unscale_and_check(self, status, grads, inverses):
+        overflow = self.construct(status, grads)
+        return self.hyper_map(_unscale, inverses, grads), overflow
+
+
+class UnscaleThenCheck(nn.Cell):
+    """A detector of one's own that has only ``start`` and ``construct`` (the train cells' ``overflow_detector``
+    argument), given ``unscale_and_check``: unscale, then its check.
+
+    Args:
+        detector (Cell): the detector.
+    """
+
+    def __init__(self, detector):
+        super().__init__(auto_prefix=False)
+        self.detector = detector
+        self.hyper_map = ops.HyperMap()
+
+    def start(self, loss, sens):
+        return self.detector.start(loss, sens)
+
+    def construct(self, status, grads):
+        return self.detector(status, grads)
+
+    def unscale_and_check(self, status, grads, inverses):
+        grads = self.hyper_map(_unscale, inverses, grads)
+        return grads, self.detector(status, grads)
+
+
+def with_unscale(detector):
+    """``detector`` itself when it has ``unscale_and_check``, else ``UnscaleThenCheck(detector)``."""
+    return detector if hasattr(detector, "unscale_and_check") else UnscaleThenCheck(detector)
 
 
 def make_overflow_detector(distributed):
