@@ -42,7 +42,8 @@ def fresh_process_state():
 # "ci" (the default): deterministic (derandomize: the same examples on every run, no example database written),
 # no deadline (a MindSpore step's first call compiles), few examples per property (each test sets its own count,
 # kept small for the 15-minute suite). "dev": random and ten times the examples, for a long local hunt:
-# HYPOTHESIS_PROFILE=dev python -m pytest tests/test_properties.py
+# HYPOTHESIS_PROFILE=dev python -m pytest tests/test_config_properties.py tests/test_constructor_properties.py \
+#     tests/test_fault_properties.py tests/test_files.py
 _COMMON = {"deadline": None, "print_blob": True,
            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                      HealthCheck.data_too_large]}

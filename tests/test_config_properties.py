@@ -14,7 +14,7 @@ import math
 import warnings
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boost_cells import BoostConfig, BoostConfigWarning

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from mindspore import nn
 
 from boost_cells import (AutoBoost, BoostConfig, BoostMonitor, DimReduce, DynamicLossScaleUpdate, GradientAccumulation,
                          GradientFreeze, GroupLossScaleManager, LessBN, Log2LossScaleUpdate)

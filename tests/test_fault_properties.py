@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mindspore import Parameter, Tensor, nn, ops
-from mindspore.common import dtype as mstype
+from mindspore import Tensor, nn, ops
 
 from boost_cells import (BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate, GroupLossScaleManager,
                          Log2LossScaleUpdate, MultiOptimizerTrainOneStepCell)

@@ -6,14 +6,13 @@ import ast
 import json
 import os
 import sys
-from pathlib import Path
 
 import mindspore as ms
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mindspore import Model, Parameter, Tensor, nn
+from mindspore import Model, Tensor
 
 from boost_cells import (BoostConfig, BoostMonitor, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
                          DynamicLossScaleUpdate, OverflowReportCallback, build_train_network)
@@ -21,7 +20,7 @@ from boost_cells.diagnostics import read_run
 from boost_cells import files
 from tests import figures
 from tests.conftest import examples
-from tests.helpers import Linear, batch, linear_setup
+from tests.helpers import batch, linear_setup
 from tests.launch import ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
