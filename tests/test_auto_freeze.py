@@ -6,8 +6,8 @@ import mindspore as ms
 import pytest
 
 from boost_cells import BoostConfig, BoostTrainOneStepCell
-from tests.helpers import DataWrapperStandIn, freeze_config, numpy_mlp_grads
-from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
+from tests.helpers import (GROUP_STARTS, DataWrapperStandIn, data, freeze_config, mlp_setup, numpy_mlp_grads,
+                           state)
 
 INTERVAL, WARMUP, THRESHOLD = 2, 3, 0.3
 

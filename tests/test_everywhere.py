@@ -12,9 +12,8 @@ from mindspore.ops import functional as F
 import boost_cells
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          MultiOptimizerTrainOneStepCell)
-from tests.helpers import (DataWrapperStandIn, NumpyOptimizer, Named, TanhMLP, accumulation, batch, freeze_config,
-                           linear_setup, numpy_mlp_grads, numpy_mse_grads)
-from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
+from tests.helpers import (GROUP_STARTS, DataWrapperStandIn, NumpyOptimizer, Named, TanhMLP, accumulation, batch, data,
+                           freeze_config, linear_setup, mlp_setup, numpy_mlp_grads, numpy_mse_grads, state)
 
 
 def assert_same_state(a, b):

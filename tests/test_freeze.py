@@ -9,28 +9,7 @@ from mindspore.boost.grad_freeze import GradientFreeze as ReferenceFreeze
 from boost_cells import (AutoBoost, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          FreezeOpt, GradientFreeze, build_train_network, freeze_cell)
 from boost_cells.config import BoostConfig
-from tests.helpers import TanhMLP, batch, freeze_config, numpy_mlp_grads
-
-GROUP_STARTS = (0, 4, 8)  # TanhMLP's 12 parameters in 3 layers of two Dense each
-
-
-def mlp_setup(optimizer="momentum", lr=0.1):
-    net = TanhMLP()
-    params = net.trainable_params()
-    if optimizer == "adam":
-        opt = nn.Adam(params, learning_rate=0.01)
-    else:
-        opt = nn.Momentum(params, learning_rate=lr, momentum=0.9)
-    return net, nn.WithLossCell(net, nn.MSELoss()), opt
-
-
-def data(step, n=8):
-    return tuple(Tensor(a) for a in batch(n=n, seed=step, n_in=4, n_out=3))
-
-
-def state(cell):
-    """Every Parameter of a train cell by name (weights, optimizer state, schedule position), copied."""
-    return {p.name: p.asnumpy().copy() for _, p in cell.parameters_and_names()}
+from tests.helpers import GROUP_STARTS, TanhMLP, data, freeze_config, mlp_setup, numpy_mlp_grads, state
 
 
 def numpy_freeze_run(net, batches, indices, lrs, momentum=0.9):

@@ -19,10 +19,9 @@ from boost_cells import (BoostConfig, BoostTrainOneStepWithLossScaleCell, GroupL
                          build_train_network)
 from boost_cells.scaling.group_loss_scale import GroupLossScale
 from tests.group_net import TwoGroupNet, WithMSE, numpy_two_group_grads
-from tests.helpers import NumpyOptimizer, accumulation
+from tests.helpers import NumpyOptimizer, accumulation, numpy_policy
 from tests.distributed import group_worker
 from tests.launch import msrun
-from tests.test_loss_scale import numpy_policy
 
 GROUP_WORKER = Path(__file__).resolve().parent / "distributed" / "group_worker.py"
 GROUP_CONFIG = {"boost": {"mode": "manual", "loss_scale_group": True}}

@@ -6,23 +6,7 @@ from mindspore.common import dtype as mstype
 
 from boost_cells import DynamicLossScaleUpdate
 from boost_cells.scaling.loss_scale import policy_from_config, scale_sense_and_policy
-
-
-def numpy_policy(init, factor, window, min_scale, max_scale, hysteresis, overflows):
-    """Reference trajectory: the scale after each step, for a sequence of overflow flags."""
-    scale, clean, left, out = init, 0, hysteresis, []
-    for overflow in overflows:
-        if overflow:
-            clean = 0
-            left -= 1
-            if left <= 0:
-                scale, left = max(scale / factor, min_scale), hysteresis
-        else:
-            clean += 1
-            if clean >= window:
-                scale, clean, left = min(scale * factor, max_scale), 0, hysteresis
-        out.append(scale)
-    return out
+from tests.helpers import numpy_policy
 
 
 def run_cell(cell, init, overflows):

@@ -12,10 +12,9 @@ import pytest
 from mindspore import Tensor, nn
 
 from boost_cells import DynamicLossScaleUpdate, MultiOptimizerTrainOneStepCell, NPUFloatStatusCheck
-from tests.helpers import (NumpyOptimizer, accumulation, batch, chained_pairs, gan_batch, numpy_mse_grads, toy_gan,
-                           weights_of)
+from tests.helpers import (NumpyOptimizer, ProbedLinear, Recorder, accumulation, batch, chained_pairs, gan_batch,
+                           numpy_mse_grads, toy_gan, weights_of, without_forward_replay)
 from tests.launch import ROOT, msrun
-from tests.test_overflow import ProbedLinear, _Recorder, without_forward_replay
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "multi_optimizer_worker.py"
 
@@ -149,7 +148,7 @@ def test_windows_are_ordered_and_skip_per_pair(mode, distributed):
     backward, read [, all-reduce], clear) before pair 2's forward; in GRAPH_MODE only depend edges force it. A
     non-zero status in pair 1's read skips pair 1 only. A PYNATIVE forward replay inside the backward pass is
     dropped, as in tests/test_overflow.py."""
-    log, recorders = [], [_Recorder(), _Recorder()]
+    log, recorders = [], [Recorder(), Recorder()]
     for tag, recorder in zip("12", recorders):
         recorder.events = _Tagged(log, tag)
     nets = [ProbedLinear(recorder) for recorder in recorders]
