@@ -18,6 +18,9 @@ class Linear(nn.Cell):
         return self.fc(x)
 
 
+HUGE = 10 ** 400   # a JSON int too large for a float: float(HUGE) raises OverflowError
+
+
 def linear_setup(optimizer="sgd", lr=0.1, momentum=0.9, seed=0):
     """(net, net_with_loss, optimizer) for the Linear net with mean squared error."""
     net = Linear(seed=seed)

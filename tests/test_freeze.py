@@ -432,3 +432,10 @@ def test_entry_points():
     changed = sorted(k for k in before if not np.array_equal(before[k], after[k]))
     assert changed == ["global_step"] + sorted(f"layers.{i}.{w}" for i in (4, 5) for w in ("bias", "weight"))
     AutoBoost("O0", "")
+
+
+def test_gradient_freeze_refuses_a_seed_numpy_cannot_take():
+    """Regression, found by building accepted configs: seed 2**40 passed and the schedule failed with numpy's "Seed
+    must be between 0 and 2**32 - 1", not naming the argument."""
+    with pytest.raises(ValueError, match="'seed' must be an int in \\[0, 4294967295\\]"):
+        GradientFreeze(2, 1, 0.5, 10, 2 ** 40)

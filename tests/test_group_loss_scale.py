@@ -19,7 +19,7 @@ from boost_cells import (BoostConfig, BoostTrainOneStepWithLossScaleCell, GroupL
                          build_train_network)
 from boost_cells.scaling.group_loss_scale import GroupLossScale
 from tests.group_net import TwoGroupNet, WithMSE, numpy_two_group_grads
-from tests.helpers import NumpyOptimizer, accumulation, numpy_policy
+from tests.helpers import HUGE, NumpyOptimizer, accumulation, numpy_policy
 from tests.distributed import group_worker
 from tests.launch import msrun
 
@@ -397,3 +397,17 @@ def test_composes_with_gradient_accumulation(graph_mode):
         cell(Tensor(x), Tensor(y), ONE, ONE)
     for got, want in zip(values(params), reference):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"init_loss_scale": HUGE}, "'init_loss_scale' must be"),   # was OverflowError in math.isfinite
+    ({"init_loss_scale": 1024.0, "min_scale": HUGE}, "'min_scale' must be"),
+    ({"init_loss_scale": 1024.0, "scale_factor": HUGE}, "'scale_factor' must be"),   # float()
+    ({"init_loss_scale": 1024.0, "scale_window": 2 ** 31}, "'scale_window' must be"),   # int32
+])
+def test_group_loss_scale_manager_arguments_raise_value_error_naming_them(kwargs, message):
+    """Regression, found by tests/test_constructor_properties.py: an int too large for a float raised OverflowError
+    (math.isfinite, float()) and a window past int32 (its counter's type) was not refused by name; each is a
+    ValueError naming the argument now."""
+    with pytest.raises(ValueError, match=message):
+        GroupLossScaleManager(loss_scale_groups=[], **kwargs)
