@@ -53,6 +53,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
     return trace, params
 
 
+@pytest.mark.slow  # a whole run and its resumed half, compared
 def test_resumed_run_freezes_at_the_same_step(graph_mode, tmp_path):
     """Stopped after 5 steps (mid-interval), saved, and resumed in a new cell from the checkpoint, the run freezes
     at the same steps and ends bit-identical to the uninterrupted one: the schedule's statistics are Parameters."""
@@ -111,6 +112,7 @@ CALLS = {"direct": (BoostTrainOneStepCell, False), "nested": (BoostTrainOneStepC
          "subclass": (FreezeThroughMethod, False), "subclass_nested": (FreezeThroughMethod, True)}
 
 
+@pytest.mark.slow  # a run per way of calling the cell
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_the_schedule_decides_in_the_graph_however_the_cell_is_called(mode, call):
     """Directly, nested in another Cell's graph (sink mode's stand-in), from a subclass's own construct through

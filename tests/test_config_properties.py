@@ -21,6 +21,8 @@ from boost_cells import BoostConfig, BoostConfigWarning
 from tests import figures
 from tests.conftest import examples, huge_ints, json_values, specials
 
+pytestmark = pytest.mark.slow  # Hypothesis properties: 500 generated documents
+
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 LEVELS = ("O0", "O1", "O2")
 MAX_SCALE = 2.0 ** 64

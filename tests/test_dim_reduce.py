@@ -197,6 +197,7 @@ def test_loss_scaled_equals_numpy_and_overflow_changes_nothing(mode, warmup):
         np.testing.assert_allclose(flat(net), w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # a whole run and its resumed half, compared
 def test_checkpoint_mid_run_resumes_identically(warmup, tmp_path):
     """Two steps, a checkpoint of the train cell (BFGS state and momentum included), a fresh network and cell
     loaded from it, two more steps: bit-identical to four uninterrupted steps; the network's own parameter names
@@ -309,6 +310,7 @@ def two_workers(tmp_path_factory):
                       for name in ("train", "timeout") for rank in (0, 1)}
 
 
+@pytest.mark.slow  # an msrun job
 def test_two_workers_equal_single_process_on_concatenated_batch(two_workers):
     """Rank r trains on rows [4r, 4r+4) of each 8-row batch: the replicas are bit-identical (weights, PCA matrix,
     B, s) and equal one process on the whole batch (same PCA, same decisions)."""
@@ -328,6 +330,7 @@ def test_two_workers_equal_single_process_on_concatenated_batch(two_workers):
     assert not np.allclose(results[("train", 0)]["bk"], np.eye(4))
 
 
+@pytest.mark.slow  # an msrun job
 def test_late_rank_gives_a_timeout_error_not_a_hang(two_workers):
     """Rank 1 reaches the PCA all-reduce 2.5 s late; rank 0 (timeout 1 s) raises a clear error; rank 1 still gets
     rank 0's matrix (ones, not its own twos)."""

@@ -22,6 +22,8 @@ from tests.helpers import NumpyOptimizer, batch, linear_setup, numpy_adasum, num
 from tests.distributed.worker import PLAN_POLICY, ROWS, adasum_deltas
 from tests.launch import FAST_FAILURE_ENV, finish_msrun, free_port, msrun, start_msrun
 
+pytestmark = pytest.mark.slow  # every test reads the results of 2- and 4-worker msrun jobs
+
 WORKER = Path(__file__).resolve().parent / "distributed" / "worker.py"
 TWO_WORKER_SCENARIOS = ["o0", "planted_inf", "accumulate", "accumulate_loss_scaled", "reduce_every_micro_step",
                         "adasum_combine", "adasum_train", "adasum_accumulate", "adasum_bad_rank_count",

@@ -23,6 +23,7 @@ def assert_same_state(a, b):
         assert np.array_equal(value, state_b[name]), name
 
 
+@pytest.mark.slow  # a run per way of calling the cell
 @pytest.mark.parametrize("loss_scaled", [False, True], ids=["plain", "loss_scaled"])
 def test_freezing_nested_in_a_cell_equals_a_direct_call(mode, loss_scaled):
     """Called from another Cell's construct (sink mode's wrapper), a freezing cell freezes exactly as when called
@@ -298,6 +299,7 @@ def test_gan_cell_refuses_what_cannot_apply_per_pair():
         MultiOptimizerTrainOneStepCell(pairs, Tensor(8.0), True, boost_config=O1_WITHOUT_LESS_BN)
 
 
+@pytest.mark.slow  # a GAN cell and a control cell per pair, over the schedule
 def test_gan_cell_freezes_per_pair(mode):
     """Under O1 (its LessBN switched off, which the GAN cell refuses) each pair freezes by its own network's groups
     and schedule, exactly as a loss-scaled train cell with the same config on that pair alone."""

@@ -31,6 +31,8 @@ from tests import figures
 from tests.conftest import examples
 from tests.helpers import numpy_dynamic
 
+pytestmark = pytest.mark.slow  # Hypothesis properties: a train cell run on every generated fault plan
+
 DIMS = (4, 5, 5, 5, 3)      # 4 Dense layers; the reference's layer rule makes 2 freezing layers of 2 each
 DEPTH = len(DIMS) - 1
 HALF = DEPTH // 2

@@ -329,6 +329,7 @@ def two_workers(tmp_path_factory):
     return [dict(np.load(out / f"group_rank{rank}.npz")) for rank in range(2)]
 
 
+@pytest.mark.slow  # an msrun job
 def test_data_parallel_overflow_on_one_rank_moves_that_group_on_every_rank(two_workers):
     """2-worker msrun: group 2 overflows on rank 1 at step 1, group 1 on rank 0 at step 2. Both ranks skip both
     steps and move the same group's scale; the replicas stay bit-identical and match NumPy SGD on the global

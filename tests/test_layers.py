@@ -13,6 +13,8 @@ import subprocess
 import sys
 import weakref
 
+import pytest
+
 import boost_cells
 from tests.launch import ROOT
 from tests.private_access_check import package_sources, problems, sample_source
@@ -23,6 +25,7 @@ MUTABLE = (dict, list, set, bytearray, collections.deque, weakref.WeakKeyDiction
            weakref.WeakSet)
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_contracts_are_kept():
     """Runs import-linter's command line (what ``lint-imports`` runs) in a fresh interpreter from the repository
     root, so it analyses this checkout's boost_cells; no cache is written into the tree."""

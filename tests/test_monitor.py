@@ -205,6 +205,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, caps
     assert not (tmp_path / "run.png").exists()
 
 
+@pytest.mark.slow  # two subprocesses
 def test_example_writes_a_monitor_log_that_plots(tmp_path):
     """examples/train.py --monitor, float16 (O2) under the log2 policy, one epoch, then python -m boost_cells.plot on
     its log, as docs/monitor.md shows them."""

@@ -231,6 +231,7 @@ def test_bad_arguments_are_named():
     assert [p.name for p in twin.trainable_params()] == ["fc.weight", "fc.bias"]
 
 
+@pytest.mark.slow  # a subprocess
 def test_gan_example_trains_in_float16_with_a_planted_overflow():
     """examples/gan.py as a user runs it: float16 networks, dynamic scales, an overflow planted in the
     discriminator's step 100; the script itself fails unless that step was skipped by the discriminator alone, every
@@ -251,6 +252,7 @@ def two_workers(tmp_path_factory):
             for name in ("per_pair", "shared") for rank in range(2)}
 
 
+@pytest.mark.slow  # an msrun job
 @pytest.mark.parametrize("name", ["per_pair", "shared"])
 def test_data_parallel_overflow_on_one_rank_is_skipped_on_both(two_workers, name):
     """2-worker msrun: an inf in the discriminator's loss on rank 1 at step 1 is skipped by the discriminator on

@@ -230,6 +230,7 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
         np.testing.assert_array_equal(seen[2][3][name], value, err_msg=name)
 
 
+@pytest.mark.slow  # the shipped O1 config trained through Model
 def test_sink_mode_trains_the_shipped_o1_config_without_the_cache(graph_mode, monkeypatch):
     """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with the shipped configs/O1.json: the cache,
     which needs the host between steps, is left out with one warning naming the key, and the rebuilt train network
