@@ -316,6 +316,7 @@ def auto_freezing_model():
     return model, data
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_model_train_logs_one_info_line_at_its_start_and_the_summary_at_debug(caplog):
     """Quiet by default (the package adds no handler, so Python's WARNING level drops the records); with logging at
     DEBUG, one INFO record before training begins, in the run's numbers (5 epochs of 4 steps: total_steps 20 from

@@ -242,6 +242,7 @@ def create_dataset():
     return ms.dataset.NumpySlicesDataset({"image": images, "label": labels}, shuffle=False).batch(4)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_reference_docstring_example(graph_mode, tmp_path, monkeypatch):
     """mindspore.boost.GroupLossScaleManager's docstring example, verbatim but for the imports: ``import
     boost_cells as boost``, and ``boost.Model`` for ``ms.train.Model`` (MindSpore's Model hard-wires

@@ -202,6 +202,7 @@ class Bottleneck(nn.Cell):
         return self.fc(self.flatten(self.relu(self.add(out, identity))))
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_less_bn_pass_removes_the_blocks_inner_batchnorms(graph_mode):
     """MindSpore's less_bn pass really runs on CPU through build_train_network's LessBN (GRAPH_MODE, training
     mode, where a BatchNorm normalises by the batch's statistics): two SGD steps of the bottleneck block give

@@ -122,6 +122,7 @@ def test_learning_rate_of_the_last_step(graph_mode, schedule):
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_feature_state_comes_from_the_freezing_and_accumulation_parts(graph_mode):
     """Under gradient freezing (continuous schedule [0, 0, 1, 2] for 3 groups at freeze_p 0.5) the monitor reports
     the group the next step trains from, read from the freezing part's ``monitor_state()``, and the learning rate

@@ -65,6 +65,7 @@ def test_clean_steps_match_numpy(mode, shared_overflow):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_gan_step_equals_consecutive_plain_cells(mode):
     """Without overflow, one step equals MindSpore's plain ``nn.TrainOneStepCell`` for the discriminator followed by
     one for the generator (two Adams; the scale 1024 is a power of two, so unscaling is exact)."""
