@@ -19,7 +19,8 @@ setup(
         "plot": ["matplotlib>=3.5"],
         # pytest-randomly runs the suite in a random order (pytest.ini pins the seed); import-linter checks the
         # import layers (.importlinter, tests/test_layers.py); hypothesis generates the property-based tests' configs,
-        # arguments, faults and damaged files (tests/test_properties.py and friends).
+        # arguments, faults and damaged files (tests/test_config_properties.py, test_constructor_properties.py,
+        # test_fault_properties.py, test_files.py) and the msrun jobs' fault plans (tests/test_distributed.py).
         "test": ["pytest>=7", "pytest-randomly>=3.15", "import-linter>=2.1", "scikit-learn>=1.3", "matplotlib>=3.5",
                  "hypothesis>=6.100"],
     },

@@ -1,5 +1,5 @@
 """Pytest fixtures: run a test in both execution modes, on CPU; every test starts from the same process state;
-Hypothesis profiles for the property tests.
+Hypothesis profiles for the property tests and the value strategies several of them share.
 
 The suite runs in random order (pytest-randomly, see pytest.ini), so no test may depend on what an earlier one
 left behind. ``fresh_process_state`` (autouse) gives every test the state of a new process: PYNATIVE_MODE on CPU
@@ -8,11 +8,13 @@ without a grad graph left open (a test that expects a forward pass to raise unde
 open, and every later PyNative step would fail); it restores the same after the test, so a module-scoped fixture
 that runs next does not inherit a test's mode either.
 """
+import math
 import os
 
 import mindspore as ms
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 from boost_cells.config import reset_latest_config
 from boost_cells.mindspore_internals import reset_pynative_executor
@@ -41,8 +43,10 @@ def fresh_process_state():
 
 # "ci" (the default): deterministic (derandomize: the same examples on every run, no example database written),
 # no deadline (a MindSpore step's first call compiles), few examples per property (each test sets its own count,
-# kept small for the 15-minute suite). "dev": random and ten times the examples, for a long local hunt:
-# HYPOTHESIS_PROFILE=dev python -m pytest tests/test_properties.py
+# kept small for CI's whole suite; the property modules are in the slow tier). "dev": random and ten times the
+# examples, for a long local hunt:
+# HYPOTHESIS_PROFILE=dev python -m pytest tests/test_config_properties.py tests/test_constructor_properties.py \
+#     tests/test_fault_properties.py tests/test_files.py
 _COMMON = {"deadline": None, "print_blob": True,
            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                      HealthCheck.data_too_large]}
@@ -56,6 +60,19 @@ def examples(count):
     return count * (10 if settings().derandomize is False else 1)
 
 
+# Values the property tests share: JSON-like values of every type, at the edges of int32, int64, float64 and JSON
+# (huge ints, NaN, infinities, subnormals) included, nested in lists and objects.
+huge_ints = st.sampled_from([2 ** 31, 2 ** 63, 10 ** 30, 10 ** 400, -(10 ** 30)])
+specials = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300, 5e-324, -0.0, 0.0, 2.0 ** 64,
+                            2.0 ** 64 * (1 + 2 ** -52), 1.0 - 2 ** -53])
+scalars = st.one_of(st.booleans(), st.integers(-3, 70), huge_ints, st.floats(allow_nan=True, allow_infinity=True),
+                    specials, st.none(), st.text(max_size=6),
+                    st.sampled_from(["1", "2.0", "nan", "true", "O1", "auto", "dynamic", "log2", "static"]))
+json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                            st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+                           max_leaves=6)
+
+
 def pytest_terminal_summary(terminalreporter):
     """The figures the reliability tests counted (tests/figures.py), when any ran."""
     from tests import figures  # pylint: disable=import-outside-toplevel
@@ -65,9 +82,12 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
-@pytest.fixture(params=sorted(MODES))
+# The GRAPH_MODE run of a test in both modes compiles its steps, at 2-3 times the PYNATIVE_MODE run's time: it is in
+# the slow tier, so the fast tier runs such a test in PYNATIVE_MODE (and the tests that take ``graph_mode`` as
+# written). The ids stay "graph" and "pynative".
+@pytest.fixture(params=[pytest.param("graph", marks=pytest.mark.slow), "pynative"])
 def mode(request):
-    """Run the test once in GRAPH_MODE and once in PYNATIVE_MODE (on CPU)."""
+    """Run the test once in GRAPH_MODE (slow tier) and once in PYNATIVE_MODE (on CPU)."""
     ms.set_context(mode=MODES[request.param], device_target="CPU")
     return request.param
 

@@ -1,4 +1,6 @@
-"""Tiny networks and NumPy references shared by the tests and the msrun workers (no pytest import)."""
+"""What several test modules and the msrun workers share (no pytest import; a test module never imports another,
+tests/test_layers.py checks): tiny networks and their builders, NumPy references, recording stand-ins for Ascend-only
+ops."""
 import numpy as np
 from mindspore import Tensor, nn, ops
 
@@ -14,6 +16,9 @@ class Linear(nn.Cell):
 
     def construct(self, x):
         return self.fc(x)
+
+
+HUGE = 10 ** 400   # a JSON int too large for a float: float(HUGE) raises OverflowError
 
 
 def linear_setup(optimizer="sgd", lr=0.1, momentum=0.9, seed=0):
@@ -132,6 +137,66 @@ def backward_overflow_net():
 def mlp_batch(value, n=2):
     """(x, y): x of shape (n, 4) filled with ``value``, y zeros of shape (n, 2), float32."""
     return np.full((n, 4), value, np.float32), np.zeros((n, 2), np.float32)
+
+
+class Recorder:
+    """Stand-ins for Ascend-only ops: pyfunc Custom ops that append their name to ``events`` when they run."""
+
+    def __init__(self):
+        self.events = []
+        self.status_value = 0
+
+    def op(self, name, status_like=False):
+        def record(x):
+            self.events.append(name)
+            if status_like:
+                return np.full((8,), self.status_value if name == "get" else 0, np.int32)
+            return x
+        if status_like:
+            return ops.Custom(record, out_shape=(8,), out_dtype=mstype.int32, func_type="pyfunc")
+        return ops.Custom(record, out_shape=lambda s: s, out_dtype=lambda t: t, func_type="pyfunc")
+
+
+class Probe(nn.Cell):
+    """Identity whose forward and backward passes are recorded."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.forward_op = recorder.op("forward")
+        self.backward_op = recorder.op("backward")
+
+    def construct(self, x):
+        return self.forward_op(x)
+
+    def bprop(self, x, out, dout):
+        return (self.backward_op(dout),)
+
+
+class ProbedLinear(nn.Cell):
+    """Dense(4, 3) with mean squared error, a ``Probe`` recording its forward and backward passes after the Dense."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.probe = Probe(recorder)
+        self.fc = nn.Dense(4, 3)
+        self.loss = nn.MSELoss()
+
+    def construct(self, x, y):
+        return self.loss(self.probe(self.fc(x)), y)
+
+
+def without_forward_replay(events, mode, tag=""):
+    """``events`` less each PYNATIVE forward replay: a ``forward<tag>`` right after ``clear<tag>`` and right before
+    ``backward<tag>``, where MindSpore's GradOperation re-ran the forward pass inside the backward."""
+    if mode != "pynative":
+        return list(events)
+    kept = []
+    for index, event in enumerate(events):
+        replay = event == "forward" + tag and 0 < index < len(events) - 1 \
+            and events[index - 1] == "clear" + tag and events[index + 1] == "backward" + tag
+        if not replay:
+            kept.append(event)
+    return kept
 
 
 class Named(nn.Cell):
@@ -278,6 +343,30 @@ def numpy_mlp_grads(params, x, y):
     return grads
 
 
+GROUP_STARTS = (0, 4, 8)  # TanhMLP's 12 parameters in 3 layers of two Dense each
+
+
+def mlp_setup(optimizer="momentum", lr=0.1):
+    """(net, net_with_loss, optimizer) for the TanhMLP with mean squared error: Momentum 0.9, or Adam at 0.01."""
+    net = TanhMLP()
+    params = net.trainable_params()
+    if optimizer == "adam":
+        opt = nn.Adam(params, learning_rate=0.01)
+    else:
+        opt = nn.Momentum(params, learning_rate=lr, momentum=0.9)
+    return net, nn.WithLossCell(net, nn.MSELoss()), opt
+
+
+def data(step, n=8):
+    """The TanhMLP's batch for ``step`` as Tensors: ``batch`` seeded with the step."""
+    return tuple(Tensor(a) for a in batch(n=n, seed=step, n_in=4, n_out=3))
+
+
+def state(cell):
+    """Every Parameter of a train cell by name (weights, optimizer state, schedule position), copied."""
+    return {p.name: p.asnumpy().copy() for _, p in cell.parameters_and_names()}
+
+
 def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, **sections):
     """A boost config dict with gradient freezing (and any further sections, e.g. accumulation's)."""
     config = {"boost": {"mode": "manual", "grad_freeze": True},
@@ -294,6 +383,45 @@ def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, *
 def numpy_mse_loss(w, b, x, y):
     """mean((x w^T + b - y)^2) over all elements."""
     return float(np.mean((x @ w.T + b - y) ** 2))
+
+
+def numpy_policy(init, factor, window, min_scale, max_scale, hysteresis, overflows):
+    """The dynamic loss-scale policy in Python floats: the scale after each step, for a sequence of overflow
+    flags."""
+    scale, clean, left, out = init, 0, hysteresis, []
+    for overflow in overflows:
+        if overflow:
+            clean = 0
+            left -= 1
+            if left <= 0:
+                scale, left = max(scale / factor, min_scale), hysteresis
+        else:
+            clean += 1
+            if clean >= window:
+                scale, clean, left = min(scale * factor, max_scale), 0, hysteresis
+        out.append(scale)
+    return out
+
+
+def numpy_dynamic(flags, scale, factor, window, min_scale, max_scale, hysteresis=1):
+    """The dynamic policy in float32, one scale per flag row (elementwise): the scale after each step."""
+    scale = np.array(scale, np.float32)
+    clean = np.zeros(scale.shape, np.int64)
+    left = np.full(scale.shape, hysteresis)
+    out = []
+    for flag in flags:
+        flag = np.array(flag, bool)
+        clean = np.where(flag, 0, clean + 1)
+        grow = clean >= window
+        left = left - flag
+        lower = flag if hysteresis == 1 else left <= 0
+        left = np.where(grow | lower, hysteresis, left)
+        scale = np.where(lower, np.maximum(scale / np.float32(factor), np.float32(min_scale)),
+                         np.where(grow, np.minimum(scale * np.float32(factor), np.float32(max_scale)), scale))
+        scale = scale.astype(np.float32)
+        clean = np.where(grow, 0, clean)
+        out.append(scale.copy())
+    return out
 
 
 class NumpyDimReduce:

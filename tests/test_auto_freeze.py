@@ -6,8 +6,8 @@ import mindspore as ms
 import pytest
 
 from boost_cells import BoostConfig, BoostTrainOneStepCell
-from tests.helpers import DataWrapperStandIn, freeze_config, numpy_mlp_grads
-from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
+from tests.helpers import (GROUP_STARTS, DataWrapperStandIn, data, freeze_config, mlp_setup, numpy_mlp_grads,
+                           state)
 
 INTERVAL, WARMUP, THRESHOLD = 2, 3, 0.05
 
@@ -55,6 +55,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
     return trace, params
 
 
+@pytest.mark.slow  # a whole run and its resumed half, compared
 def test_resumed_run_freezes_at_the_same_step(graph_mode, tmp_path):
     """Stopped after 5 steps (mid-interval), saved, and resumed in a new cell from the checkpoint, the run freezes
     at the same steps and ends bit-identical to the uninterrupted one: the schedule's statistics are Parameters."""
@@ -115,6 +116,7 @@ CALLS = {"direct": (BoostTrainOneStepCell, False), "nested": (BoostTrainOneStepC
          "subclass": (FreezeThroughMethod, False), "subclass_nested": (FreezeThroughMethod, True)}
 
 
+@pytest.mark.slow  # a run per way of calling the cell
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_the_schedule_decides_in_the_graph_however_the_cell_is_called(mode, call):
     """Directly, nested in another Cell's graph (sink mode's stand-in), from a subclass's own construct through

@@ -86,6 +86,7 @@ def test_module_path_says_where_its_names_live(path):
             assert any(home == part or home.startswith(part + ".") for part in named), (name, home, named)
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_package_registers_no_module():
     """After ``import boost_cells`` in a new process, every ``boost_cells`` entry of ``sys.modules`` is the module of
     its own file (no alias written by the package), and the nine paths are attributes of the package, as
@@ -109,6 +110,7 @@ def test_the_package_registers_no_module():
     assert lines[-1] == ["paths", "True", "boost_cells.dim_reduce"]
 
 
+@pytest.mark.slow  # a subprocess
 def test_paths_import_first_in_a_fresh_interpreter():
     """As client code imports them: the path before the package, in a new process."""
     code = ("from boost_cells.grad_accumulation import gradient_accumulation_op, gradient_clear_op\n"

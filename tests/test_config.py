@@ -244,3 +244,57 @@ def test_level_comes_from_the_argument_when_the_file_has_none(tmp_path):
     with pytest.raises(ValueError, match="level argument 'O2' disagrees with the config's 'level' key 'O0'"):
         AutoBoost("O2", str(path))
     AutoBoost("O0")
+
+
+@pytest.mark.parametrize("doc, level_arg, path", [
+    ({"grad_freeze": {"freeze_type": True}}, None, "'grad_freeze.freeze_type'"),   # bool taken for the int 1
+    ({"grad_freeze": {"freeze_type": False}}, None, "'grad_freeze.freeze_type'"),
+    ({"level": ["O1"]}, None, "'level'"),                                            # unhashable: TypeError
+    ({"level": {"O1": 1}}, None, "'level'"),
+    ({"dim_reduce": {"alpha": 10 ** 400}}, None, "'dim_reduce.alpha'"),              # OverflowError
+    ({"grad_freeze": {"freeze_p": -(10 ** 400)}}, None, "'grad_freeze.freeze_p'"),
+    ({"loss_scale": {"init": 10 ** 400}}, None, "'loss_scale.init'"),
+])
+def test_config_value_errors_found_by_generated_documents(doc, level_arg, path):
+    """Regression, found by tests/test_config_properties.py: 'freeze_type': true was accepted as 1, a list or object
+    'level' raised TypeError (unhashable), and an int too large for a float raised OverflowError. Each is a
+    ValueError naming the key path now."""
+    with pytest.raises(ValueError, match="For 'BoostConfig', " + path.replace(".", r"\.") + " must be"):
+        BoostConfig.from_dict(doc, level=level_arg)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"level": "O1"\xff}', "is not valid JSON: 'utf-8' codec can't decode"),   # was UnicodeDecodeError, no name
+    (b'["O1"]', "must hold a JSON object, but holds list"),                        # was TypeError
+    (b'{"level": "O1", "level": "O2"}', "key 'level' is given twice"),            # the first value was dropped
+    (b'{"grad_freeze": {"seed": -1}}', "'grad_freeze.seed' must be an int in [0, "),  # named the key, not the file
+])
+def test_config_file_errors_name_the_file(tmp_path, content, message):
+    """Regression, found by tests/test_files.py (corrupted config files): a file that was not UTF-8 raised
+    UnicodeDecodeError, a JSON array TypeError, a key given twice kept only its last value, and a bad value named
+    the key but not the file. Every error about a config file's content is a ValueError naming the file now."""
+    path = tmp_path / "broken.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="broken.json") as caught:
+        BoostConfig.from_file(path)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("doc, path", [
+    ({"loss_scale": {"window": 10 ** 30}}, "'loss_scale.window'"),            # RuntimeError at graph build
+    ({"loss_scale": {"hysteresis": 10 ** 30}}, "'loss_scale.hysteresis'"),    # OverflowError in np.full(int32)
+    ({"loss_scale": {"window": 2 ** 31}}, "'loss_scale.window'"),
+    ({"grad_accumulation": {"grad_accumulation_step": 10 ** 30}}, "'grad_accumulation.grad_accumulation_step'"),
+    ({"common": {"grad_accumulation_step": 2 ** 31}}, "'common.grad_accumulation_step'"),
+    ({"grad_freeze": {"seed": 2 ** 32}}, "'grad_freeze.seed'"),              # numpy: "Seed must be between ..."
+])
+def test_config_refuses_counts_its_int32_state_cannot_hold(doc, path):
+    """Regression, found by tests/test_constructor_properties.py and a build of accepted configs: these values
+    passed the config and then failed when the cell was built (RuntimeError/OverflowError from the int32 counters,
+    numpy's seed range). The counters are int32 Parameters, so the config now stops at 2**31 - 1 (the seed at
+    2**32 - 1)."""
+    with pytest.raises(ValueError, match="For 'BoostConfig', " + path.replace(".", r"\.") + " must be an int in"):
+        BoostConfig.from_dict(doc)
+    edge = {section: {key: (2 ** 32 - 1 if key == "seed" else 2 ** 31 - 1) for key in keys}
+            for section, keys in doc.items()}
+    BoostConfig.from_dict(edge)

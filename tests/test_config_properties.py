@@ -14,12 +14,14 @@ import math
 import warnings
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boost_cells import BoostConfig, BoostConfigWarning
 from tests import figures
-from tests.conftest import examples
+from tests.conftest import examples, huge_ints, json_values, specials
+
+pytestmark = pytest.mark.slow  # Hypothesis properties: 500 generated documents
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 LEVELS = ("O0", "O1", "O2")
@@ -157,18 +159,7 @@ def same(a, b):
     return a == b
 
 
-# --- values -----------------------------------------------------------------------------------------------------
-
-huge_ints = st.sampled_from([2 ** 31, 2 ** 63, 10 ** 30, 10 ** 400, -(10 ** 30)])
-specials = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300, 5e-324, -0.0, 0.0, 2.0 ** 64,
-                            2.0 ** 64 * (1 + 2 ** -52), 1.0 - 2 ** -53])
-scalars = st.one_of(st.booleans(), st.integers(-3, 70), huge_ints, st.floats(allow_nan=True, allow_infinity=True),
-                    specials, st.none(), st.text(max_size=6),
-                    st.sampled_from(["1", "2.0", "nan", "true", "O1", "auto", "dynamic", "log2", "static"]))
-json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                            st.dictionaries(st.text(max_size=5), inner, max_size=3)),
-                           max_leaves=6)
-
+# --- values (huge_ints, specials, json_values: in tests/conftest.py, shared) -------------------------------------
 
 def valid_value(section, key):
     """Values a key takes on its own, at the edges of its range included."""

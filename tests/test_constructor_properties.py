@@ -20,15 +20,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from mindspore import nn
 
 from boost_cells import (AutoBoost, BoostConfig, BoostMonitor, DimReduce, DynamicLossScaleUpdate, GradientAccumulation,
                          GradientFreeze, GroupLossScaleManager, LessBN, Log2LossScaleUpdate)
 from tests import figures
-from tests.conftest import examples
+from tests.conftest import examples, json_values
 from tests.helpers import Linear, linear_setup
-from tests.test_config_properties import json_values
+
+pytestmark = pytest.mark.slow  # Hypothesis properties: generated arguments, a cell built for each
 
 EDGES = [True, False, 0, 1, 2, 3, -1, 2.0, 2.5, 0.5, 1e-30, 1e-45, 64.0, 100.0, 2.0 ** 64, 2.0 ** 70, 10 ** 30,
          10 ** 400, math.inf, -math.inf, math.nan, "2", "O1", None, [2], {"x": 2}]

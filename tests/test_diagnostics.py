@@ -197,6 +197,7 @@ def make():
 """
 
 
+@pytest.mark.slow  # a subprocess
 def test_command_writes_valid_json(tmp_path):
     (tmp_path / "planted.py").write_text(FACTORY)
     np.savez(tmp_path / "batch.npz", *mlp_batch(1.0))
@@ -317,6 +318,7 @@ def test_gradient_of_the_network_input_is_not_an_offender(graph_mode):
     assert not cell(x, y)[1].asnumpy()
 
 
+@pytest.mark.slow  # an msrun job
 def test_data_parallel_reports_per_rank_and_replicas_agree(tmp_path):
     """2-worker msrun: only rank 0's batch overflows; both ranks skip (the flag is all-reduced) and each writes
     its own report, rank 0's naming the classifier, rank 1's empty; the replicas stay bit-identical."""

@@ -12,7 +12,7 @@ from boost_cells import AutoBoost, BoostConfig, BoostConfigWarning, BoostTrainOn
     BoostTrainOneStepWithLossScaleCell, DimReduce, build_train_network
 from boost_cells.updates.dim_reduce import bfgs
 from boost_cells.updates.pca import load_trajectory, pca_matrix, randomized_pca
-from tests.helpers import Linear, NumpyDimReduce, batch, linear_setup, numpy_mse_grads, numpy_mse_loss
+from tests.helpers import HUGE, Linear, NumpyDimReduce, batch, linear_setup, numpy_mse_grads, numpy_mse_loss
 from tests.launch import ROOT, msrun
 
 N_COMPONENTS = 4
@@ -197,6 +197,7 @@ def test_loss_scaled_equals_numpy_and_overflow_changes_nothing(mode, warmup):
         np.testing.assert_allclose(flat(net), w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # a whole run and its resumed half, compared
 def test_checkpoint_mid_run_resumes_identically(warmup, tmp_path):
     """Two steps, a checkpoint of the train cell (BFGS state and momentum included), a fresh network and cell
     loaded from it, two more steps: bit-identical to four uninterrupted steps; the network's own parameter names
@@ -309,6 +310,7 @@ def two_workers(tmp_path_factory):
                       for name in ("train", "timeout") for rank in (0, 1)}
 
 
+@pytest.mark.slow  # an msrun job
 def test_two_workers_equal_single_process_on_concatenated_batch(two_workers):
     """Rank r trains on rows [4r, 4r+4) of each 8-row batch: the replicas are bit-identical (weights, PCA matrix,
     B, s) and equal one process on the whole batch (same PCA, same decisions)."""
@@ -328,6 +330,7 @@ def test_two_workers_equal_single_process_on_concatenated_batch(two_workers):
     assert not np.allclose(results[("train", 0)]["bk"], np.eye(4))
 
 
+@pytest.mark.slow  # an msrun job
 def test_late_rank_gives_a_timeout_error_not_a_hang(two_workers):
     """Rank 1 reaches the PCA all-reduce 2.5 s late; rank 0 (timeout 1 s) raises a clear error; rank 1 still gets
     rank 0's matrix (ones, not its own twos)."""
@@ -336,3 +339,26 @@ def test_late_rank_gives_a_timeout_error_not_a_hang(two_workers):
         str(results[("timeout", 0)]["message"])
     assert str(results[("timeout", 1)]["message"]) == "no error"
     np.testing.assert_array_equal(results[("timeout", 1)]["shared"], np.ones((2, 3)))
+
+
+def test_dim_reduce_refuses_an_alpha_too_large_for_a_float_and_a_non_finite_matrix(graph_mode):
+    """Regression, found by tests/test_constructor_properties.py (alpha=10**400 raised OverflowError) and the
+    planted-fault properties (a nan in 'pca_mat_local' was taken and reached every weight)."""
+    _, net_with_loss, opt = linear_setup()
+    args = (net_with_loss, opt, opt.parameters)
+    with pytest.raises(ValueError, match="'alpha' must be"):
+        DimReduce(*args, np.zeros((2, 15), np.float32), 2, 0.55, 0.9, HUGE, 0.4, 0, 1)
+    matrix = np.zeros((2, 15), np.float32)
+    matrix[1, 3] = np.nan
+    with pytest.raises(ValueError, match="'pca_mat_local' must hold finite real numbers"):
+        DimReduce(*args, matrix, 2, 0.55, 0.9, 0.001, 0.4, 0, 1)
+
+
+def test_dim_reduce_share_waits_with_a_huge_timeout_instead_of_raising_overflow(monkeypatch):
+    """Regression, found by generated configs: dim_reduce.timeout 10**30 (a valid int >= 0) made threading's join
+    raise OverflowError; it now waits without a practical bound. (The all-reduce is a stand-in that returns at once:
+    a real one needs a data-parallel job.)"""
+    from boost_cells.updates import dim_reduce  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(dim_reduce.ops, "AllReduce", lambda: (lambda tensor: tensor))
+    shared = dim_reduce.share_from_rank0(np.ones((2, 3), np.float32), 0, 10 ** 30)
+    np.testing.assert_array_equal(shared, np.ones((2, 3), np.float32))

@@ -18,10 +18,11 @@ from mindspore import Tensor
 from boost_cells import BoostTrainOneStepCell
 from tests import figures
 from tests.conftest import examples
-from tests.helpers import NumpyOptimizer, batch, linear_setup, numpy_adasum, numpy_mse_grads
+from tests.helpers import NumpyOptimizer, batch, linear_setup, numpy_adasum, numpy_dynamic, numpy_mse_grads
 from tests.distributed.worker import PLAN_POLICY, ROWS, adasum_deltas
 from tests.launch import FAST_FAILURE_ENV, finish_msrun, free_port, msrun, start_msrun
-from tests.test_fault_properties import numpy_dynamic
+
+pytestmark = pytest.mark.slow  # every test reads the results of 2- and 4-worker msrun jobs
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "worker.py"
 TWO_WORKER_SCENARIOS = ["o0", "planted_inf", "accumulate", "accumulate_loss_scaled", "reduce_every_micro_step",

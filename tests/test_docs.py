@@ -12,6 +12,7 @@ README_LINES = 200
 COMPLETE = [block for page in pages(ROOT) for block in code_blocks(page) if block.runs]
 
 
+@pytest.mark.slow  # a subprocess per example
 @pytest.mark.parametrize("block", COMPLETE, ids=lambda block: block.name)
 def test_example_runs_as_written(block, tmp_path):
     result = run_block(block, ROOT, tmp_path, BLOCK_TIMEOUT)
@@ -73,6 +74,7 @@ untagged
 """
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_checker_fails_a_broken_example_and_reports_a_broken_link(tmp_path):
     """On a sample page: the block with a NameError fails when run; each broken link, each bad marker and the
     untagged fence is reported once; the good links, the good excerpt and what sits inside code blocks are not."""

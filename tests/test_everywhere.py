@@ -12,9 +12,8 @@ from mindspore.ops import functional as F
 import boost_cells
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          MultiOptimizerTrainOneStepCell)
-from tests.helpers import (DataWrapperStandIn, NumpyOptimizer, Named, TanhMLP, accumulation, batch, freeze_config,
-                           linear_setup, numpy_mlp_grads, numpy_mse_grads)
-from tests.test_freeze import GROUP_STARTS, data, mlp_setup, state
+from tests.helpers import (GROUP_STARTS, DataWrapperStandIn, NumpyOptimizer, Named, TanhMLP, accumulation, batch, data,
+                           freeze_config, linear_setup, mlp_setup, numpy_mlp_grads, numpy_mse_grads, state)
 
 
 def assert_same_state(a, b):
@@ -24,6 +23,7 @@ def assert_same_state(a, b):
         assert np.array_equal(value, state_b[name]), name
 
 
+@pytest.mark.slow  # a run per way of calling the cell
 @pytest.mark.parametrize("loss_scaled", [False, True], ids=["plain", "loss_scaled"])
 def test_freezing_nested_in_a_cell_equals_a_direct_call(mode, loss_scaled):
     """Called from another Cell's construct (sink mode's wrapper), a freezing cell freezes exactly as when called
@@ -299,6 +299,7 @@ def test_gan_cell_refuses_what_cannot_apply_per_pair():
         MultiOptimizerTrainOneStepCell(pairs, Tensor(8.0), True, boost_config=O1_WITHOUT_LESS_BN)
 
 
+@pytest.mark.slow  # a GAN cell and a control cell per pair, over the schedule
 def test_gan_cell_freezes_per_pair(mode):
     """Under O1 (its LessBN switched off, which the GAN cell refuses) each pair freezes by its own network's groups
     and schedule, exactly as a loss-scaled train cell with the same config on that pair alone."""

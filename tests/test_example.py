@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import train as example  # noqa: E402  (examples/train.py)
 
 
+@pytest.mark.slow  # a subprocess, trains to a target accuracy
 @pytest.mark.parametrize("config", ["O0", "loss_scale"])
 def test_standalone_job_reaches_95_percent(config):
     result = subprocess.run([sys.executable, str(TRAIN), "--config", f"configs/{config}.json", "--min-accuracy",
@@ -24,6 +25,7 @@ def test_standalone_job_reaches_95_percent(config):
     assert (config == "O0") == ("loss scale -" in lines[-3])
 
 
+@pytest.mark.slow  # an msrun job, trains to a target accuracy
 @pytest.mark.parametrize("config, extra", [("adasum", []), ("grad_accumulation", ["--batch-size", "8"])])
 def test_job_runs_unchanged_under_msrun(tmp_path, config, extra):
     code, output = msrun(2, [TRAIN, "--config", f"configs/{config}.json", "--min-accuracy", "0.95", *extra],
@@ -32,6 +34,7 @@ def test_job_runs_unchanged_under_msrun(tmp_path, config, extra):
     assert "2 rank(s)" in output and "test accuracy: 0.9" in output
 
 
+@pytest.mark.slow  # a subprocess, trains to a target accuracy
 def test_o1_job_on_resnet_standalone():
     """Level O1 (LessBN with the feature-normalised head, gradient centralization, the automatic freezing schedule)
     on the example's small ResNet with BatchNorm, which the example picks for the config; a short run, so a lower
@@ -45,6 +48,7 @@ def test_o1_job_on_resnet_standalone():
     assert sum(line.startswith("epoch") for line in result.stdout.splitlines()) == 3
 
 
+@pytest.mark.slow  # an msrun job, trains to a target accuracy
 def test_o2_job_on_resnet_under_msrun(tmp_path):
     """Level O2 (O1 plus AdaSum across the two workers, device_number 1) with the msrun command of
     docs/data-parallel.md."""

@@ -81,6 +81,7 @@ SHIPPED = {
 }
 
 
+@pytest.mark.slow  # a subprocess
 def test_command_explains_every_shipped_config():
     """One call explains every file in configs/ (each must have its expectations here), exit status 0."""
     paths = sorted((ROOT / "configs").glob("*.json"))
@@ -95,6 +96,7 @@ def test_command_explains_every_shipped_config():
     assert "run: 12 epochs of 44 steps, one update a step: 528 updates (44 an epoch)." in found["configs/O1.json"]
 
 
+@pytest.mark.slow  # a subprocess
 def test_command_gives_the_librarys_error_for_a_broken_file_and_explains_the_others(tmp_path):
     """An unknown key (with the nearest valid key), bad JSON and a missing file: each gets BoostConfig.from_file's
     own message on stderr, naming the file and the key; the good file between them is still explained, with the
@@ -314,6 +316,7 @@ def auto_freezing_model():
     return model, data
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_model_train_logs_one_info_line_at_its_start_and_the_summary_at_debug(caplog):
     """Quiet by default (the package adds no handler, so Python's WARNING level drops the records); with logging at
     DEBUG, one INFO record before training begins, in the run's numbers (5 epochs of 4 steps: total_steps 20 from

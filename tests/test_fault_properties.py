@@ -23,13 +23,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mindspore import Parameter, Tensor, nn, ops
-from mindspore.common import dtype as mstype
+from mindspore import Tensor, nn, ops
 
 from boost_cells import (BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate, GroupLossScaleManager,
                          Log2LossScaleUpdate, MultiOptimizerTrainOneStepCell)
 from tests import figures
 from tests.conftest import examples
+from tests.helpers import numpy_dynamic
+
+pytestmark = pytest.mark.slow  # Hypothesis properties: a train cell run on every generated fault plan
 
 DIMS = (4, 5, 5, 5, 3)      # 4 Dense layers; the reference's layer rule makes 2 freezing layers of 2 each
 DEPTH = len(DIMS) - 1
@@ -239,27 +241,6 @@ def inputs(step, fault):
         else:
             poison = np.float32(value)
     return x, y, gains, poison
-
-
-def numpy_dynamic(flags, scale, factor, window, min_scale, max_scale, hysteresis=1):
-    """The dynamic policy in float32, one scale per flag row (elementwise): the scale after each step."""
-    scale = np.array(scale, np.float32)
-    clean = np.zeros(scale.shape, np.int64)
-    left = np.full(scale.shape, hysteresis)
-    out = []
-    for flag in flags:
-        flag = np.array(flag, bool)
-        clean = np.where(flag, 0, clean + 1)
-        grow = clean >= window
-        left = left - flag
-        lower = flag if hysteresis == 1 else left <= 0
-        left = np.where(grow | lower, hysteresis, left)
-        scale = np.where(lower, np.maximum(scale / np.float32(factor), np.float32(min_scale)),
-                         np.where(grow, np.minimum(scale * np.float32(factor), np.float32(max_scale)), scale))
-        scale = scale.astype(np.float32)
-        clean = np.where(grow, 0, clean)
-        out.append(scale.copy())
-    return out
 
 
 def numpy_log2(flags, loss_scale_value, inc, dec, min_scale, max_scale):

@@ -6,14 +6,13 @@ import ast
 import json
 import os
 import sys
-from pathlib import Path
 
 import mindspore as ms
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mindspore import Model, Parameter, Tensor, nn
+from mindspore import Model, Tensor
 
 from boost_cells import (BoostConfig, BoostMonitor, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
                          DynamicLossScaleUpdate, OverflowReportCallback, build_train_network)
@@ -21,7 +20,7 @@ from boost_cells.diagnostics import read_run
 from boost_cells import files
 from tests import figures
 from tests.conftest import examples
-from tests.helpers import Linear, batch, linear_setup
+from tests.helpers import batch, linear_setup
 from tests.launch import ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
@@ -55,6 +54,7 @@ def log_steps(path, steps, interval=1, **kwargs):
     return monitor
 
 
+@pytest.mark.slow  # a Hypothesis property
 @settings(max_examples=examples(40))
 @given(cut=st.integers(0, 200), garbage=st.sampled_from([b"", b"\n", b"\x00\x00\x00", b"{\"st", b"}\n"]))
 def test_a_torn_last_line_is_dropped_and_the_resumed_log_stays_whole(tmp_path_factory, cut, garbage):
@@ -228,6 +228,7 @@ def pca_file(tmp_path_factory):
     return root / "pca.npy"
 
 
+@pytest.mark.slow  # a Hypothesis property
 @settings(max_examples=examples(30))
 @given(how=damages, sidecar=st.booleans())
 def test_a_damaged_pca_matrix_is_an_error_naming_the_file(graph_mode, tmp_path_factory, pca_file, how, sidecar):
@@ -261,6 +262,7 @@ def test_a_pca_matrix_that_is_not_plain_finite_numbers_is_refused(graph_mode, tm
         build_dim_reduce(path)
 
 
+@pytest.mark.slow  # a Hypothesis property
 @settings(max_examples=examples(20))
 @given(how=damages)
 def test_a_damaged_warm_up_checkpoint_is_an_error_naming_the_file(graph_mode, tmp_path_factory, pca_file, how):
@@ -314,6 +316,7 @@ def test_the_resume_recipe_loads_every_parameter(graph_mode, resume_checkpoint):
     assert int(cell.update.accumulation_step.asnumpy()) == 1
 
 
+@pytest.mark.slow  # a Hypothesis property
 @settings(max_examples=examples(30))
 @given(how=damages)
 def test_a_damaged_resume_checkpoint_is_an_error_naming_the_file(graph_mode, tmp_path_factory, resume_checkpoint,
@@ -342,6 +345,7 @@ def test_a_checkpoint_of_another_config_is_refused_naming_what_differs(graph_mod
 CONFIGS = sorted((ROOT / "configs").glob("*.json"))
 
 
+@pytest.mark.slow  # a Hypothesis property
 @settings(max_examples=examples(60))
 @given(config=st.sampled_from(CONFIGS), how=damages)
 def test_a_damaged_config_file_is_a_config_or_an_error_naming_the_file(tmp_path_factory, config, how):

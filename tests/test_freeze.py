@@ -9,28 +9,7 @@ from mindspore.boost.grad_freeze import GradientFreeze as ReferenceFreeze
 from boost_cells import (AutoBoost, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          FreezeOpt, GradientFreeze, build_train_network, freeze_cell)
 from boost_cells.config import BoostConfig, BoostConfigWarning
-from tests.helpers import TanhMLP, batch, freeze_config, numpy_mlp_grads
-
-GROUP_STARTS = (0, 4, 8)  # TanhMLP's 12 parameters in 3 layers of two Dense each
-
-
-def mlp_setup(optimizer="momentum", lr=0.1):
-    net = TanhMLP()
-    params = net.trainable_params()
-    if optimizer == "adam":
-        opt = nn.Adam(params, learning_rate=0.01)
-    else:
-        opt = nn.Momentum(params, learning_rate=lr, momentum=0.9)
-    return net, nn.WithLossCell(net, nn.MSELoss()), opt
-
-
-def data(step, n=8):
-    return tuple(Tensor(a) for a in batch(n=n, seed=step, n_in=4, n_out=3))
-
-
-def state(cell):
-    """Every Parameter of a train cell by name (weights, optimizer state, schedule position), copied."""
-    return {p.name: p.asnumpy().copy() for _, p in cell.parameters_and_names()}
+from tests.helpers import GROUP_STARTS, TanhMLP, data, freeze_config, mlp_setup, numpy_mlp_grads, state
 
 
 def numpy_freeze_run(net, batches, indices, lrs, momentum=0.9):
@@ -466,3 +445,10 @@ def test_entry_points():
     changed = sorted(k for k in before if not np.array_equal(before[k], after[k]))
     assert changed == ["global_step"] + sorted(f"layers.{i}.{w}" for i in (4, 5) for w in ("bias", "weight"))
     AutoBoost("O0", "")
+
+
+def test_gradient_freeze_refuses_a_seed_numpy_cannot_take():
+    """Regression, found by building accepted configs: seed 2**40 passed and the schedule failed with numpy's "Seed
+    must be between 0 and 2**32 - 1", not naming the argument."""
+    with pytest.raises(ValueError, match="'seed' must be an int in \\[0, 4294967295\\]"):
+        GradientFreeze(2, 1, 0.5, 10, 2 ** 40)

@@ -10,6 +10,8 @@ from tests.distributed.worker import ROWS
 from tests.helpers import TanhMLP, batch, numpy_adasum, numpy_mlp_grads, scale_free_run
 from tests.launch import msrun
 
+pytestmark = pytest.mark.slow  # every test reads the results of a 2-worker msrun job
+
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
 SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_cached", "freeze_uncached",
              "freeze_scale"]

@@ -90,6 +90,7 @@ def test_left_out_total_steps_comes_from_the_run(recwarn):
     assert boost_warnings(recwarn) == []
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_the_run_counts_updates_and_the_steps_an_epoch_really_runs(monkeypatch):
     """Accumulation over 2 micro-steps halves the updates; sink mode on CPU runs the whole dataset each epoch (as
     MindSpore falls back to non-sink mode there), on GPU/Ascend sink_size steps an epoch."""

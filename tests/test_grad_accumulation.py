@@ -7,7 +7,7 @@ from mindspore.boost import GradientAccumulation as ReferenceAccumulation
 
 from boost_cells import (BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          GradientAccumulation)
-from tests.helpers import Halve, NumpyOptimizer, accumulation, batch, linear_setup, numpy_mse_grads, weights_of
+from tests.helpers import HUGE, Halve, NumpyOptimizer, accumulation, batch, linear_setup, numpy_mse_grads, weights_of
 
 
 def numpy_big_batch(net, batches, optimizer):
@@ -168,3 +168,10 @@ def test_own_construct_shows_the_references_state_at_every_micro_step(mode):
             np.testing.assert_array_equal(weight.asnumpy(), reference.asnumpy())
     assert [p.name for p in nets[0].trainable_params()] == ["fc.weight", "fc.bias"]
 
+
+@pytest.mark.parametrize("steps", [HUGE, 2 ** 31])
+def test_gradient_accumulation_refuses_step_counts_its_int32_counter_cannot_hold(graph_mode, steps):
+    """Regression, found by tests/test_constructor_properties.py: 10**400 raised OverflowError (1.0 / steps), 10**30
+    failed when the graph was built."""
+    with pytest.raises(ValueError, match="'max_accumulation_step' must be"):
+        GradientAccumulation(steps, linear_setup()[2])

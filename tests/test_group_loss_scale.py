@@ -19,10 +19,9 @@ from boost_cells import (BoostConfig, BoostTrainOneStepWithLossScaleCell, GroupL
                          build_train_network)
 from boost_cells.scaling.group_loss_scale import GroupLossScale
 from tests.group_net import TwoGroupNet, WithMSE, numpy_two_group_grads
-from tests.helpers import NumpyOptimizer, accumulation
+from tests.helpers import HUGE, NumpyOptimizer, accumulation, numpy_policy
 from tests.distributed import group_worker
 from tests.launch import msrun
-from tests.test_loss_scale import numpy_policy
 
 GROUP_WORKER = Path(__file__).resolve().parent / "distributed" / "group_worker.py"
 GROUP_CONFIG = {"boost": {"mode": "manual", "loss_scale_group": True}}
@@ -243,6 +242,7 @@ def create_dataset():
     return ms.dataset.NumpySlicesDataset({"image": images, "label": labels}, shuffle=False).batch(4)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_reference_docstring_example(graph_mode, tmp_path, monkeypatch):
     """mindspore.boost.GroupLossScaleManager's docstring example, verbatim but for the imports: ``import
     boost_cells as boost``, and ``boost.Model`` for ``ms.train.Model`` (MindSpore's Model hard-wires
@@ -330,6 +330,7 @@ def two_workers(tmp_path_factory):
     return [dict(np.load(out / f"group_rank{rank}.npz")) for rank in range(2)]
 
 
+@pytest.mark.slow  # an msrun job
 def test_data_parallel_overflow_on_one_rank_moves_that_group_on_every_rank(two_workers):
     """2-worker msrun: group 2 overflows on rank 1 at step 1, group 1 on rank 0 at step 2. Both ranks skip both
     steps and move the same group's scale; the replicas stay bit-identical and match NumPy SGD on the global
@@ -398,3 +399,17 @@ def test_composes_with_gradient_accumulation(graph_mode):
         cell(Tensor(x), Tensor(y), ONE, ONE)
     for got, want in zip(values(params), reference):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"init_loss_scale": HUGE}, "'init_loss_scale' must be"),   # was OverflowError in math.isfinite
+    ({"init_loss_scale": 1024.0, "min_scale": HUGE}, "'min_scale' must be"),
+    ({"init_loss_scale": 1024.0, "scale_factor": HUGE}, "'scale_factor' must be"),   # float()
+    ({"init_loss_scale": 1024.0, "scale_window": 2 ** 31}, "'scale_window' must be"),   # int32
+])
+def test_group_loss_scale_manager_arguments_raise_value_error_naming_them(kwargs, message):
+    """Regression, found by tests/test_constructor_properties.py: an int too large for a float raised OverflowError
+    (math.isfinite, float()) and a window past int32 (its counter's type) was not refused by name; each is a
+    ValueError naming the argument now."""
+    with pytest.raises(ValueError, match=message):
+        GroupLossScaleManager(loss_scale_groups=[], **kwargs)

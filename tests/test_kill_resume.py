@@ -27,6 +27,8 @@ from tests.distributed.resume_worker import EPOCHS, KILL_RANK, MONITOR_INTERVAL,
 from tests import figures
 from tests.launch import FAST_FAILURE_ENV, finish_msrun, start_msrun
 
+pytestmark = pytest.mark.slow  # every test reads the results of two 2-worker msrun jobs
+
 WORKER = Path(__file__).resolve().parent / "distributed" / "resume_worker.py"
 STEPS_PER_EPOCH = TRAIN_SAMPLES // (2 * BATCH_SIZE)
 SCALE = {"type": "dynamic", "init": 65536.0, "window": 3, "hysteresis": 2, "max_scale": 1048576.0}

@@ -2,13 +2,18 @@
 -> compositions -> entry points, nothing imports a command line, and only mindspore_internals imports MindSpore's
 private modules); no module but mindspore_internals uses MindSpore's private modules, names or attributes
 (tests/private_access_check.py), and the checker fails a broken sample; no module keeps mutable state at module
-level. Run the contracts by hand with ``lint-imports`` from the repository root."""
+level. Run the contracts by hand with ``lint-imports`` from the repository root. And the structure of the tests: no
+test module imports another (what several share lives in tests/helpers.py or tests/conftest.py), and the scan that
+checks it fails a broken sample."""
+import ast
 import collections
 import importlib
 import pkgutil
 import subprocess
 import sys
 import weakref
+
+import pytest
 
 import boost_cells
 from tests.launch import ROOT
@@ -20,6 +25,7 @@ MUTABLE = (dict, list, set, bytearray, collections.deque, weakref.WeakKeyDiction
            weakref.WeakSet)
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_contracts_are_kept():
     """Runs import-linter's command line (what ``lint-imports`` runs) in a fresh interpreter from the repository
     root, so it analyses this checkout's boost_cells; no cache is written into the tree."""
@@ -105,3 +111,57 @@ def test_no_module_level_mutable_state():
         offenders += [f"{info.name}.{name}" for name, value in vars(module).items()
                       if not name.startswith("__") and isinstance(value, MUTABLE)]
     assert offenders == []
+
+
+def imports_of_test_modules(path):
+    """What a ``test_*.py`` module imports from another test module: ``(line, what)`` for each import that names a
+    ``test_*`` module (``tests.test_freeze``, ``from tests import test_freeze``, ``from .test_freeze import x``,
+    ``import test_freeze``) or a ``test_*`` name (pytest would collect it twice)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names
+                      if any(part.startswith("test_") for part in alias.name.split("."))]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            if any(part.startswith("test_") for part in (node.module or "").split(".")):
+                found.append((node.lineno, module))
+            found += [(node.lineno, f"{module}.{alias.name}".replace("..", ".")) for alias in node.names
+                      if alias.name.startswith("test_")]
+    return sorted(found)
+
+
+def cross_imports(test_dir):
+    """``path:line imports what`` for every import of a test module by a ``test_*.py`` module in ``test_dir``."""
+    return [f"{path.name}:{line} imports {what}" for path in sorted(test_dir.glob("test_*.py"))
+            for line, what in imports_of_test_modules(path)]
+
+
+def test_no_test_module_imports_another():
+    """A test module imports the package, tests/helpers.py (tiny networks, NumPy references; no pytest), the fixtures
+    and Hypothesis strategies of tests/conftest.py, and the launchers; never another test module, whose tests would
+    then depend on how it is edited (and whose imported ``test_*`` functions pytest would run twice)."""
+    assert cross_imports(ROOT / "tests") == []
+
+
+def test_the_cross_import_check_finds_every_form(tmp_path):
+    """On a sample: each way to import a test module is reported once, a function's own import too; helpers,
+    conftest, a name that merely contains ``test_`` and a module that is not a ``test_*.py`` are not."""
+    (tmp_path / "test_good.py").write_text("import os\nfrom tests.helpers import batch\nfrom tests.conftest import "
+                                          "examples\nfrom tests.launch import ROOT\nfrom tests import helpers\n"
+                                          "from tests.helpers import latest_test_run\n", encoding="utf-8")
+    (tmp_path / "test_broken.py").write_text(
+        "import tests.test_good\n"
+        "from tests.test_good import data\n"
+        "from tests import figures, test_good\n"
+        "from .test_good import state\n"
+        "from . import test_good as good\n"
+        "import test_good\n"
+        "def later():\n"
+        "    from tests.test_freeze import GROUP_STARTS\n", encoding="utf-8")
+    (tmp_path / "helper_of_test_good.py").write_text("from tests.test_good import data\n", encoding="utf-8")
+    assert cross_imports(tmp_path) == [
+        "test_broken.py:1 imports tests.test_good", "test_broken.py:2 imports tests.test_good",
+        "test_broken.py:3 imports tests.test_good", "test_broken.py:4 imports .test_good",
+        "test_broken.py:5 imports .test_good", "test_broken.py:6 imports test_good",
+        "test_broken.py:8 imports tests.test_freeze"]

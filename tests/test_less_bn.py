@@ -202,6 +202,7 @@ class Bottleneck(nn.Cell):
         return self.fc(self.flatten(self.relu(self.add(out, identity))))
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_less_bn_pass_removes_the_blocks_inner_batchnorms(graph_mode):
     """MindSpore's less_bn pass really runs on CPU through build_train_network's LessBN (GRAPH_MODE, training
     mode, where a BatchNorm normalises by the batch's statistics): two SGD steps of the bottleneck block give
@@ -257,6 +258,7 @@ def test_fn_checkpoint_loads_into_eval_transform_and_evaluates_as_trained(traine
     trained.set_train(True)
 
 
+@pytest.mark.slow  # trains to a target accuracy
 def test_autoboost_less_bn_trains_bn_network_on_cpu(trained_fn):
     """The O1-style less_bn config (FN head, gradient centralization) trains BNNet on the digits on CPU: the
     loss falls and held-out accuracy beats 75% after 3 epochs of 512 images (chance is 10%)."""
@@ -445,6 +447,7 @@ def test_less_bn_pass_drops_by_structure_and_wrapping(mode, make, direct, nested
     assert dropped_batchnorms(net, Outputs(net), x) == []  # flagged, inside a cell without the flag
 
 
+@pytest.mark.slow  # ResNets trained, then evaluated through the eval transforms
 def test_o1_trained_network_evaluates_plainly_but_a_plain_one_not_through_o1(graph_mode):
     """What the pass means for evaluating (docs/less-bn.md). Trained under LessBN(a cell holding net), the dropped
     BatchNorms keep their initial gamma 1, beta 0, mean 0, variance 1, which in inference is x / sqrt(1 + eps):

@@ -7,7 +7,7 @@ import pytest
 from mindspore import Parameter, Tensor, nn
 
 from boost_cells import BoostConfig, Log2LossScaleUpdate, build_train_network
-from tests.helpers import batch, linear_setup, weights_of
+from tests.helpers import HUGE, batch, linear_setup, weights_of
 
 
 def numpy_log2_trajectory(init, inc, dec, min_scale, max_scale, overflows):
@@ -120,3 +120,15 @@ def test_config_rejects_bad_log2_sections(section, message):
 def test_policy_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Log2LossScaleUpdate(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"inc": HUGE}, "'inc' must be"),   # was OverflowError in float()
+    ({"dec": HUGE}, "'dec' must be"),
+    ({"min_scale": "1"}, "'min_scale' must be"),   # was TypeError from '<'
+])
+def test_log2_loss_scale_arguments_raise_value_error_naming_them(kwargs, message):
+    """Regression, found by tests/test_constructor_properties.py: an int too large for a float raised OverflowError
+    and a string scale TypeError; each is a ValueError naming the argument now."""
+    with pytest.raises(ValueError, match=message):
+        Log2LossScaleUpdate(1024.0, **kwargs)

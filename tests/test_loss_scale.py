@@ -6,23 +6,7 @@ from mindspore.common import dtype as mstype
 
 from boost_cells import DynamicLossScaleUpdate
 from boost_cells.scaling.loss_scale import policy_from_config, scale_sense_and_policy
-
-
-def numpy_policy(init, factor, window, min_scale, max_scale, hysteresis, overflows):
-    """Reference trajectory: the scale after each step, for a sequence of overflow flags."""
-    scale, clean, left, out = init, 0, hysteresis, []
-    for overflow in overflows:
-        if overflow:
-            clean = 0
-            left -= 1
-            if left <= 0:
-                scale, left = max(scale / factor, min_scale), hysteresis
-        else:
-            clean += 1
-            if clean >= window:
-                scale, clean, left = min(scale * factor, max_scale), 0, hysteresis
-        out.append(scale)
-    return out
+from tests.helpers import HUGE, numpy_policy
 
 
 def run_cell(cell, init, overflows):
@@ -101,3 +85,22 @@ def test_policy_from_config():
     policy = policy_from_config(section)
     assert (policy.window, policy.min_scale, policy.max_scale, policy.hysteresis) == (5, 2.0, 64.0, 2)
     assert isinstance(policy_from_config({**section, "type": "static"}), nn.FixedLossScaleUpdateCell)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"loss_scale_value": "1024"}, "'loss_scale_value' must be"),   # was TypeError from '<='
+    ({"loss_scale_value": 1024.0, "max_scale": None}, "'max_scale' must be"),
+    ({"loss_scale_value": 1024.0, "factor": HUGE}, "'factor' must be"),   # was OverflowError in float()
+    ({"loss_scale_value": 1024.0, "factor": float("nan")}, "'factor' must be"),   # was accepted: a nan scale
+    ({"loss_scale_value": 1024.0, "factor": "2"}, "'factor' must be"),
+    ({"loss_scale_value": 1024.0, "window": float("inf")}, "'window' must be"),   # was OverflowError
+    ({"loss_scale_value": 1024.0, "window": "O1"}, "'window' must be"),   # was int() ValueError
+    ({"loss_scale_value": 1024.0, "hysteresis": 10 ** 30}, "'hysteresis' must be"),   # OverflowError np.full
+    ({"loss_scale_value": 1024.0, "window": 10 ** 30}, "'window' must be"),   # failed at graph build
+])
+def test_dynamic_loss_scale_arguments_raise_value_error_naming_them(kwargs, message):
+    """Regression, found by tests/test_constructor_properties.py (builds or raises naming the argument): a bad
+    argument raised TypeError, OverflowError or int()'s ValueError, failed only when the graph was built, or (a nan
+    factor) was accepted; each is a ValueError naming the argument now."""
+    with pytest.raises(ValueError, match=message):
+        DynamicLossScaleUpdate(**kwargs)

@@ -210,6 +210,7 @@ def test_levels_through_model_equal_autoboost_and_build_train_network(mode, leve
     assert changed == [False, True, False]  # steps 2, 3, 4 train from groups 1, 0, 1
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_o1_checkpoint_and_eval(graph_mode, tmp_path):
     """An O1 checkpoint from ModelCheckpoint loads strictly into AutoBoost's eval transform of a plain network, which
     then predicts as the trained network does; Model.eval with metrics runs the eval network (through the same

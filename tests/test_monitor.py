@@ -122,6 +122,7 @@ def test_learning_rate_of_the_last_step(graph_mode, schedule):
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_feature_state_comes_from_the_freezing_and_accumulation_parts(graph_mode):
     """Under gradient freezing (continuous schedule [0, 0, 1, 2] for 3 groups at freeze_p 0.5) the monitor reports
     the group the next step trains from, read from the freezing part's ``monitor_state()``, and the learning rate
@@ -205,6 +206,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch, caps
     assert not (tmp_path / "run.png").exists()
 
 
+@pytest.mark.slow  # two subprocesses
 def test_example_writes_a_monitor_log_that_plots(tmp_path):
     """examples/train.py --monitor, float16 (O2) under the log2 policy, one epoch, then python -m boost_cells.plot on
     its log, as docs/monitor.md shows them."""

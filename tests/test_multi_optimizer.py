@@ -12,10 +12,9 @@ import pytest
 from mindspore import Tensor, nn
 
 from boost_cells import DynamicLossScaleUpdate, MultiOptimizerTrainOneStepCell, NPUFloatStatusCheck
-from tests.helpers import (NumpyOptimizer, accumulation, batch, chained_pairs, gan_batch, numpy_mse_grads, toy_gan,
-                           weights_of)
+from tests.helpers import (NumpyOptimizer, ProbedLinear, Recorder, accumulation, batch, chained_pairs, gan_batch,
+                           numpy_mse_grads, toy_gan, weights_of, without_forward_replay)
 from tests.launch import ROOT, msrun
-from tests.test_overflow import ProbedLinear, _Recorder, without_forward_replay
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "multi_optimizer_worker.py"
 
@@ -66,6 +65,7 @@ def test_clean_steps_match_numpy(mode, shared_overflow):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_gan_step_equals_consecutive_plain_cells(mode):
     """Without overflow, one step equals MindSpore's plain ``nn.TrainOneStepCell`` for the discriminator followed by
     one for the generator (two Adams; the scale 1024 is a power of two, so unscaling is exact)."""
@@ -149,7 +149,7 @@ def test_windows_are_ordered_and_skip_per_pair(mode, distributed):
     backward, read [, all-reduce], clear) before pair 2's forward; in GRAPH_MODE only depend edges force it. A
     non-zero status in pair 1's read skips pair 1 only. A PYNATIVE forward replay inside the backward pass is
     dropped, as in tests/test_overflow.py."""
-    log, recorders = [], [_Recorder(), _Recorder()]
+    log, recorders = [], [Recorder(), Recorder()]
     for tag, recorder in zip("12", recorders):
         recorder.events = _Tagged(log, tag)
     nets = [ProbedLinear(recorder) for recorder in recorders]
@@ -232,6 +232,7 @@ def test_bad_arguments_are_named():
     assert [p.name for p in twin.trainable_params()] == ["fc.weight", "fc.bias"]
 
 
+@pytest.mark.slow  # a subprocess
 def test_gan_example_trains_in_float16_with_a_planted_overflow():
     """examples/gan.py as a user runs it: float16 networks, dynamic scales, an overflow planted in the
     discriminator's step 100; the script itself fails unless that step was skipped by the discriminator alone, every
@@ -252,6 +253,7 @@ def two_workers(tmp_path_factory):
             for name in ("per_pair", "shared") for rank in range(2)}
 
 
+@pytest.mark.slow  # an msrun job
 @pytest.mark.parametrize("name", ["per_pair", "shared"])
 def test_data_parallel_overflow_on_one_rank_is_skipped_on_both(two_workers, name):
     """2-worker msrun: an inf in the discriminator's loss on rank 1 at step 1 is skipped by the discriminator on

@@ -6,7 +6,7 @@ from mindspore.common import dtype as mstype
 
 from boost_cells import BoostTrainOneStepWithLossScaleCell, NPUFloatStatusCheck
 from boost_cells.scaling.overflow import FiniteCheck, any_non_finite, make_overflow_detector
-from tests.helpers import batch, weights_of
+from tests.helpers import ProbedLinear, Recorder, batch, weights_of, without_forward_replay
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -49,64 +49,6 @@ def test_detector_choice_on_cpu():
     assert isinstance(make_overflow_detector(False), FiniteCheck)
 
 
-class _Recorder:
-    """Stand-ins for Ascend-only ops: pyfunc Custom ops that append their name to ``events`` when they run."""
-
-    def __init__(self):
-        self.events = []
-        self.status_value = 0
-
-    def op(self, name, status_like=False):
-        def record(x):
-            self.events.append(name)
-            if status_like:
-                return np.full((8,), self.status_value if name == "get" else 0, np.int32)
-            return x
-        if status_like:
-            return ops.Custom(record, out_shape=(8,), out_dtype=mstype.int32, func_type="pyfunc")
-        return ops.Custom(record, out_shape=lambda s: s, out_dtype=lambda t: t, func_type="pyfunc")
-
-
-class Probe(nn.Cell):
-    """Identity whose forward and backward passes are recorded."""
-
-    def __init__(self, recorder):
-        super().__init__()
-        self.forward_op = recorder.op("forward")
-        self.backward_op = recorder.op("backward")
-
-    def construct(self, x):
-        return self.forward_op(x)
-
-    def bprop(self, x, out, dout):
-        return (self.backward_op(dout),)
-
-
-class ProbedLinear(nn.Cell):
-    def __init__(self, recorder):
-        super().__init__()
-        self.probe = Probe(recorder)
-        self.fc = nn.Dense(4, 3)
-        self.loss = nn.MSELoss()
-
-    def construct(self, x, y):
-        return self.loss(self.probe(self.fc(x)), y)
-
-
-def without_forward_replay(events, mode, tag=""):
-    """``events`` less each PYNATIVE forward replay: a ``forward<tag>`` right after ``clear<tag>`` and right before
-    ``backward<tag>``, where MindSpore's GradOperation re-ran the forward pass inside the backward."""
-    if mode != "pynative":
-        return list(events)
-    kept = []
-    for index, event in enumerate(events):
-        replay = event == "forward" + tag and 0 < index < len(events) - 1 \
-            and events[index - 1] == "clear" + tag and events[index + 1] == "backward" + tag
-        if not replay:
-            kept.append(event)
-    return kept
-
-
 @pytest.mark.parametrize("distributed", [False, True], ids=["standalone", "distributed"])
 def test_float_status_order_and_decision(mode, distributed):
     """Honest CPU test of the Ascend saturation-mode path: NPUClear/GetFloatStatusV2 have no CPU kernel, so
@@ -117,7 +59,7 @@ def test_float_status_order_and_decision(mode, distributed):
     In PYNATIVE_MODE, MindSpore's GradOperation sometimes replays the forward pass inside the backward (seen after
     a custom-bprop network ran earlier in the process); that replay comes after the clear and before the backward,
     so it keeps the order under test and is dropped before comparing."""
-    recorder = _Recorder()
+    recorder = Recorder()
     detector = NPUFloatStatusCheck(distributed, clear_op=recorder.op("clear", True), get_op=recorder.op("get", True),
                                    all_reduce_op=recorder.op("all_reduce") if distributed else None)
     net = ProbedLinear(recorder)

@@ -100,6 +100,7 @@ def test_cached_training_equals_freezing_without_cache(mode, scaled):
         np.testing.assert_array_equal(cached[name], value, err_msg=name)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_prefix_runs_in_inference_mode_and_stays_unchanged(graph_mode):
     """With BatchNorm: once frozen for good, the prefix (weights and moving statistics) never changes, and the
     cached outputs are the prefix's inference-mode outputs."""
@@ -203,6 +204,7 @@ def test_full_cache_computes_and_warns_once(graph_mode):
     assert cache.hits == 3
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
     """Through ``Model.train`` (non-sink) with the automatic schedule: the stem freezes for good at the end of
     epoch 1 (4 updates), so epochs 2 and 3 (the same 32 samples, reshuffled) are served from the cache (filled in
@@ -230,6 +232,7 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
         np.testing.assert_array_equal(seen[2][3][name], value, err_msg=name)
 
 
+@pytest.mark.slow  # the shipped O1 config trained through Model
 def test_sink_mode_trains_the_shipped_o1_config_without_the_cache(graph_mode, monkeypatch):
     """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with the shipped configs/O1.json: the cache,
     which needs the host between steps, steps aside with one warning naming the key, and the same train network (not

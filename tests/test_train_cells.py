@@ -215,6 +215,7 @@ def test_build_train_network_with_loss_scale_manager(graph_mode):
     assert isinstance(build_train_network(net_with_loss, opt, "configs/O0.json"), BoostTrainOneStepCell)
 
 
+@pytest.mark.slow  # over 3 s alone
 def test_new_shapes_and_interleaved_eval_still_compile_correctly(graph_mode):
     """The train cells skip the compile_phase walk when the phase is unchanged (a cache hit, so no compile
     follows). Whenever the phase changes, as for a new input shape, the walk must run before the compile, and
