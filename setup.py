@@ -20,8 +20,10 @@ setup(
         # pytest-randomly runs the suite in a random order (pytest.ini pins the seed); import-linter checks the
         # import layers (.importlinter, tests/test_layers.py); hypothesis generates the property-based tests' configs,
         # arguments, faults and damaged files (tests/test_config_properties.py, test_constructor_properties.py,
-        # test_fault_properties.py, test_files.py) and the msrun jobs' fault plans (tests/test_distributed.py).
+        # test_fault_properties.py, test_files.py) and the msrun jobs' fault plans (tests/test_distributed.py);
+        # pytest-xdist runs the suite on both cores (pytest.ini's -n 2: the suite is compile-bound and mostly
+        # single-threaded, so two workers nearly halve it).
         "test": ["pytest>=7", "pytest-randomly>=3.15", "import-linter>=2.1", "scikit-learn>=1.3", "matplotlib>=3.5",
-                 "hypothesis>=6.100"],
+                 "hypothesis>=6.100", "pytest-xdist>=3.5"],
     },
 )
