@@ -142,13 +142,13 @@ def _automatic_lines(plan, name, start):
     warmup = f"nothing freezes before {start}: the first {_plural(whole, 'update')} ({warmup}, and two decisions " \
         "to see a group settle) train every group"
     return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
-            "the decision before (displacement: |w - w_before| / |w|); a group whose displacement stayed below "
-            f"auto_threshold {criterion.threshold:g} over the last two intervals has settled, and the leading "
-            "trained groups that have settled freeze for good, all at once (a pretrained front can freeze at the "
-            "first decisions after the warm-up, a front still learning waits); the last group (the head) never "
+            "the decision before (displacement: |w - w_before| / |w| per 100 updates); a group whose displacement "
+            f"stayed below auto_threshold {criterion.threshold:g} over the last two intervals has settled, and the "
+            "leading trained groups that have settled freeze for good, all at once (a pretrained front can freeze at "
+            "the first decisions after the warm-up, a front still learning waits); the last group (the head) never "
             "freezes. It keeps a copy of the weights outside the head (their memory once more).",
             f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
-            "freeze one more group."]
+            "freeze the leading groups that have settled."]
 
 
 def _schedule_lines(plan):
@@ -215,9 +215,9 @@ def _groups_line(plan):
         count = (f"{groups} nested suffixes of the network's trainable parameters (given), so the network needs at "
                  f"least {groups} {unit} (the train cell refuses fewer)")
     else:
-        count = (f"up to {groups} nested suffixes of the network's trainable parameters (level {plan.config.level_name}'s "
-                 f"default, left out), fitted to the network: at most one group a {unit[:-1]}, so a network of fewer "
-                 f"than {groups} {unit} gets one group a {unit[:-1]}")
+        count = (f"up to {groups} nested suffixes of the network's trainable parameters (level "
+                 f"{plan.config.level_name}'s default, left out), fitted to the network: at most one group a "
+                 f"{unit[:-1]}, so a network of fewer than {groups} {unit} gets one group a {unit[:-1]}")
     return (f"  groups: {count}; cut {cut}: group k trains {unit} k * s to the end (s = {unit} // groups). An update "
             "that trains from group k >= 1 gives the parameters before it no gradient: the backward pass stops there.")
 
@@ -342,12 +342,26 @@ def _accumulation_lines(plan):
             "buffer. total_steps and the freezing schedules count updates, not steps."]
 
 
-def _adasum_lines(config, workers):
+def _adasum_compiles(plan):
+    """When AdaSum's step graphs compile, with gradient freezing: each level's step as the schedule reaches it (the
+    frozen-prefix cache's route), or every level's at the first step (the freezing switch)."""
+    if not plan.config.enabled("grad_freeze") or not plan.freeze.freezes:
+        return "its one step graph compiles at the first step."
+    if plan.section["cache_frozen_prefix"] and plan.freeze.freezes_for_good:
+        return ("its step graphs compile as the steps that use them first run: the full step's at the first step, a "
+                "frozen level's when the schedule first reaches it, so a run compiles one per level it reaches (the "
+                "automatic schedule reaches several at once where their groups settle together).")
+    return (f"the freezing switch compiles every level's AdaSum step at the first step "
+            f"({_plural(len(plan.freeze.trained_from), 'level')}); a short run pays that up front.")
+
+
+def _adasum_lines(plan, workers):
+    config = plan.config
     devices = config.section("common")["device_number"]
     line = (f"adasum: the weight deltas of groups of common.device_number = {devices} rank(s) (each group first "
             "averages its gradients) are combined by the AdaSum rule. It needs data-parallel training over "
             f"device_number x 2**k ranks, k >= 1 ({devices * 2}, {devices * 4}, ...); stand-alone it is the plain "
-            "step.")
+            f"step. Data-parallel, {_adasum_compiles(plan)}")
     if workers is None:
         return [line]
     if workers == 1:
@@ -403,7 +417,7 @@ def _loss_scale_lines(config):
 def _feature_lines(plan, workers):
     config = plan.config
     makers = {"grad_freeze": lambda: _freezing_lines(plan), "grad_accumulation": lambda: _accumulation_lines(plan),
-              "adasum": lambda: _adasum_lines(config, workers), "less_bn": lambda: _less_bn_lines(config),
+              "adasum": lambda: _adasum_lines(plan, workers), "less_bn": lambda: _less_bn_lines(config),
               "dim_reduce": lambda: _dim_reduce_lines(config),
               "loss_scale_group": lambda: ["loss_scale_group: a dynamic loss scale per layer group: the loss-scale "
                                            "train cell needs a GroupLossScaleManager as its scale_sense (Model: "

@@ -16,7 +16,7 @@ graph and no hook could run, so compiling it there with an active hook raises in
 feature (``Model.train`` steps the cache aside in sink mode, with a warning, before it compiles).
 """
 import numpy as np
-from mindspore import Tensor
+from mindspore import Tensor, ops
 
 from .config import warn_user
 
@@ -94,8 +94,11 @@ class PrefixCacheRoute:
     ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
     step (the freezing switch, every level's branch compiled in it) then takes every step.
 
-    - Samples do not repeat (augmentation): after one epoch of cached steps, over the next quarter of an epoch, fewer
-      than ``REPEAT_SHARE`` of the looked-up samples were seen before (``FrozenPrefixCache.repeats``).
+    - Samples do not repeat (augmentation): an epoch after its first cached step, over an eighth of an epoch
+      (``_RepeatWindow``), fewer than ``REPEAT_SHARE`` of the share of looked-up samples it had seen before that
+      samples repeating every epoch would give (``FrozenPrefixCache.repeats``). Data-parallel, the ranks' counts are
+      summed, so every rank decides alike, and the bar is divided by the rank count: a sampler that deals the
+      samples out anew every epoch brings a rank each sample about once in that many epochs.
     - The data cannot fit ``cache_max_mb``: at a level's first outputs, an epoch's samples times the bytes of one
       sample's output exceed the cache's memory, so the cache would fill and then compute most samples anyway.
 
@@ -104,6 +107,7 @@ class PrefixCacheRoute:
         cached (dict): ``{k: step}`` on the cached outputs, for every ``k >= 1`` the schedule reaches.
         uncached (dict): ``{k: step}`` on the batch, for ``k = 0`` and every ``k`` of ``cached``. Every step is a
             ``ScheduledStep`` and returns ``(outputs, applied)``.
+        info (ParallelInfo): the data-parallel setting; default None: stand-alone.
 
     Attributes:
         active (bool): whether it takes the steps. caching (bool): whether it uses the cache. aside (str): why it
@@ -112,8 +116,10 @@ class PrefixCacheRoute:
 
     REPEAT_SHARE = 0.5  # the least share of repeated samples at which caching pays
 
-    def __init__(self, schedule, cache, cached, uncached):
+    def __init__(self, schedule, cache, cached, uncached, info=None):
         self.schedule = schedule
+        self.all_reduce = ops.AllReduce() if info is not None and info.distributed else None
+        self.ranks = info.size if info is not None and info.distributed else 1
         self.cache = cache
         self.cached, self.uncached = cached, uncached
         self.active, self.caching = True, True
@@ -190,14 +196,19 @@ class PrefixCacheRoute:
             return
         if self._window is None:
             self._window = _RepeatWindow(self._calls - 1, epoch)
-        share = self._window.share(self._calls - 1, rows, repeated)
-        if share is not None and share < self.REPEAT_SHARE * self._window.expected:
+        counts = self._window.counts(self._calls - 1, rows, repeated)
+        if counts is None:
+            return
+        if self.all_reduce is not None:  # every rank decides alike (a dropped cache runs the prefix in training mode)
+            counts = tuple(self.all_reduce(Tensor(np.array(counts, np.float32))).asnumpy())
+        share, bar = counts[1] / max(1.0, counts[0]), self.REPEAT_SHARE * self._window.expected / self.ranks
+        if share < bar:
             self.drop_cache(f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the "
                             "samples it looked up had been seen before, where samples that repeat every epoch would "
-                            f"give about {self._window.expected:.0%} (augmentation changes them every epoch), so "
-                            "fingerprinting and storing them costs more than it saves. The frozen prefix now runs "
-                            "inside the compiled step; set 'grad_freeze.cache_frozen_prefix' to false to silence "
-                            "this.")
+                            f"give about {self._window.expected / self.ranks:.0%} (augmentation changes them every "
+                            "epoch), so fingerprinting and storing them costs more than it saves. The frozen prefix "
+                            "now runs inside the compiled step; set 'grad_freeze.cache_frozen_prefix' to false to "
+                            "silence this.")
 
 
 class _RepeatWindow:
@@ -220,9 +231,9 @@ class _RepeatWindow:
         self.rows = self.repeated = 0
         self.closed = False
 
-    def share(self, call, rows, repeated):
-        """The window's share of repeated samples when it closes (once), else None; ``call``: this call's index from
-        the run's start, ``rows`` and ``repeated``: its samples and how many of them the cache had seen."""
+    def counts(self, call, rows, repeated):
+        """``(samples, repeated samples)`` over the window when it closes (once), else None; ``call``: this call's
+        index from the run's start, ``rows`` and ``repeated``: its samples and how many of them the cache had seen."""
         if self.closed or call < self.start:
             return None
         self.rows += rows
@@ -230,4 +241,4 @@ class _RepeatWindow:
         if call < self.start + self.length - 1:
             return None
         self.closed = True
-        return self.repeated / max(1, self.rows)
+        return self.rows, self.repeated

@@ -199,7 +199,7 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
     steps = _group_steps(network, optimizer, update, make_step)
     route = None
     if _cache_applies(config, optimizer, schedule, who, own_construct):
-        route = _prefix_route(network, optimizer, config, update, schedule, steps, make_step)
+        route = _prefix_route(network, optimizer, config, info, update, schedule, steps, make_step)
     return BuiltStep(FreezeSwitch(schedule, steps), update, adasum, schedule, route)
 
 
@@ -243,7 +243,7 @@ def _stage_starts(staged, optimizer):
     return [0] + starts[1:]
 
 
-def _prefix_route(network, optimizer, config, update, schedule, group_steps, make_step):
+def _prefix_route(network, optimizer, config, info, update, schedule, group_steps, make_step):
     """The frozen-prefix cache's host route for a schedule that freezes groups for good (``schedule.frozen_levels``).
 
     Level ``k`` (the schedule's ``frozen_for_good()``) trains from group ``k`` on the cached outputs of the stages
@@ -266,7 +266,7 @@ def _prefix_route(network, optimizer, config, update, schedule, group_steps, mak
         steps[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
     cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
     uncached = {level: ScheduledStep(schedule, group_steps[level]) for level in (0, *schedule.frozen_levels)}
-    return PrefixCacheRoute(schedule, cache, steps, uncached)
+    return PrefixCacheRoute(schedule, cache, steps, uncached, info)
 
 
 def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulation, mean=None, degree=None,

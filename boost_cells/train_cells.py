@@ -25,6 +25,7 @@ from .scaling.overflow import make_overflow_detector
 from .shared_optimizer import prefix_own_state, share_prefix
 from .steps import build_step
 from .transforms import apply_less_bn
+from .transforms.less_bn import is_less_bn
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
            "make_loss_scale", "resolve_config"]
@@ -44,6 +45,22 @@ def make_loss_scale(scale_sense, config, weights, info):
         raise TypeError("For 'BoostTrainOneStepWithLossScaleCell', 'scale_sense' must be a GroupLossScaleManager "
                         f"when 'loss_scale_group' is on, but got {type(scale_sense).__name__}.")
     return LossScale(scale_sense)
+
+
+def _check_less_bn(name, config, network, given):
+    """A train cell trains the network and optimizer it is given, and ``less_bn`` rebuilds both (the LessBN wrapper
+    with its head, the optimizer with gradient centralization), so a cell cannot apply it itself. With ``less_bn``
+    on and a network not under ``LessBN``: a config given to the cell (``boost_config=``) is refused, naming where
+    it applies; the latest ``AutoBoost``'s (the reference's way, whose cells train without it too) gets a warning."""
+    if not config.enabled("less_bn") or is_less_bn(network):
+        return
+    where = ("'less_bn' is on, but the network is not under LessBN, and a train cell trains the network and "
+             "optimizer it is given, while LessBN rebuilds both (the head, gradient centralization). It applies "
+             "through build_train_network(network, optimizer, config) and boost_cells.Model, or by "
+             "AutoBoost(level, config).network_auto_process_train(network, optimizer) before building the cell.")
+    if given:
+        raise ValueError(f"For '{name}', {where} Or switch it off in the config.")
+    warn_user(f"For '{name}', {where} This cell trains without it, as mindspore.boost's does.")
 
 
 def check_cells(name, network, optimizer):
@@ -157,6 +174,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         """What both train cells set up before their step: ``nn.TrainOneStepCell``'s attributes and the flags."""
         check_cells(type(self).__name__, network, optimizer)
         config = resolve_config(boost_config)
+        _check_less_bn(type(self).__name__, config, network, given=boost_config is not None)
         optimizer = freeze_optimizer(config, network, optimizer)
         nn.TrainOneStepCell.__init__(self, network, optimizer, sens)
         self.boost_config = config

@@ -468,7 +468,7 @@ class NumpyDimReduce:
 def scale_free_run(samples, epochs=5, rank=0, size=1, batch_size=8):
     """The automatic schedule through ``Model.train`` on ``samples`` random rows, this rank's shard of them (every
     ``size``-th row from ``rank``), in batches of ``batch_size``: warm-up a quarter of the run, a decision every
-    tenth, threshold 0.99 (a segment freezes at the first decision that compares two intervals), 3 groups of a
+    tenth, threshold 1000 (a segment freezes at the first decision that compares two intervals), 3 groups of a
     TanhMLP, ``total_steps`` left to the run. Returns ``{"updates": the run's updates on this rank, "levels": the
     level reached after each update}``."""
     import mindspore as ms  # pylint: disable=import-outside-toplevel
@@ -478,7 +478,7 @@ def scale_free_run(samples, epochs=5, rank=0, size=1, batch_size=8):
     net = TanhMLP()
     config = freeze_config(freeze_type="auto")
     del config["grad_freeze"]["total_steps"]
-    config["grad_freeze"].update(auto_warmup_share=0.25, auto_interval_share=0.1, auto_threshold=0.99)
+    config["grad_freeze"].update(auto_warmup_share=0.25, auto_interval_share=0.1, auto_threshold=1000)
     model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_config_dict=config)
     levels = []
 

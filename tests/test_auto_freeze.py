@@ -9,7 +9,7 @@ from boost_cells import BoostConfig, BoostTrainOneStepCell
 from tests.helpers import (GROUP_STARTS, DataWrapperStandIn, data, freeze_config, mlp_setup, numpy_mlp_grads,
                            state)
 
-INTERVAL, WARMUP, THRESHOLD = 2, 3, 0.05
+INTERVAL, WARMUP, THRESHOLD = 2, 3, 2.5  # 0.05 of the weights' size over an interval, per 100 updates
 
 
 def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10):
@@ -23,9 +23,9 @@ def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_ste
 def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
     """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
     rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
-    WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| is measured against its weights'
-    copy s from the decision before (the initial weights before the first); a segment whose displacement was below
-    THRESHOLD at this decision and the one before has settled; from WARMUP updates on, the leading segments from
+    WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against
+    its weights' copy s from the decision before (the initial weights before the first); a segment whose
+    displacement was below THRESHOLD at this decision and the one before has settled; from WARMUP updates on, the leading segments from
     ``frozen`` on that have settled freeze, all at once; the last group never freezes; then the copies are taken
     again. Returns (the frozen count before each step, the final parameters)."""
     params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
@@ -45,7 +45,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
             for j, p in enumerate(params):
                 moved[segment[j]] += np.sum((p - copies[j]) ** 2)
                 size[segment[j]] += np.sum(p ** 2)
-            displacement = np.sqrt(moved) / np.sqrt(size)
+            displacement = np.sqrt(moved) / np.sqrt(size) * 100 / INTERVAL
             settled = (displacement < THRESHOLD) & (previous >= 0) & (previous < THRESHOLD)
             if updates >= WARMUP:
                 while frozen < 2 and settled[frozen]:
@@ -92,7 +92,7 @@ def test_auto_config_and_refusals():
     named = freeze_config(freeze_type="auto")
     assert BoostConfig.from_dict(named).section("grad_freeze")["freeze_type"] == "auto"
     with pytest.raises(ValueError, match="'grad_freeze.auto_threshold'"):
-        BoostConfig.from_dict({**auto_config(), "grad_freeze": {"freeze_type": 3, "auto_threshold": 1.5}})
+        BoostConfig.from_dict({**auto_config(), "grad_freeze": {"freeze_type": 3, "auto_threshold": 0}})
     _, net_with_loss, opt = mlp_setup()
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
     assert cell.host_hooks == ()

@@ -53,7 +53,7 @@ def test_the_plan_of_a_sequence_is_what_the_compiled_step_does(graph_mode, name)
     plan = cell.freeze_plan
     assert plan == FreezePlan.from_section(dict(config["grad_freeze"], seed=0, **{
         key: value for key, value in (("auto_interval_share", 0.05), ("auto_warmup_share", 0.1),
-                                      ("auto_threshold", 0.1))}))
+                                      ("auto_threshold", 0.4))}))
     assert trace(cell) == [(plan.train_from(update), plan.frozen_for_good(update)) for update in range(STEPS)]
 
 
@@ -72,10 +72,10 @@ def test_the_plan_of_a_given_strategy_is_what_the_compiled_step_does(graph_mode,
 
 
 def test_the_automatic_schedule_freezes_only_where_the_plan_decides(graph_mode):
-    """Threshold 0.99: nearly any change counts as converged, so the schedule freezes at the first decisions it may
-    take: exactly at the plan's first decision after the warm-up, then at the next ones."""
+    """Threshold 1000 (per 100 updates): any weight counts as settled, so the schedule freezes at the first
+    decisions it may take: exactly at the plan's first decision after the warm-up, then at the next ones."""
     config = freeze_config(freeze_type="auto", total_steps=20)
-    config["grad_freeze"].update(auto_interval_share=0.1, auto_warmup_share=0.25, auto_threshold=0.99)
+    config["grad_freeze"].update(auto_interval_share=0.1, auto_warmup_share=0.25, auto_threshold=1000)
     cell = cell_for(config)
     plan = cell.freeze_plan
     assert (plan.criterion.interval, plan.criterion.warmup, plan.first_frozen_update) == (2, 5, 6)
@@ -87,7 +87,7 @@ def test_the_automatic_schedule_freezes_only_where_the_plan_decides(graph_mode):
 
 def test_the_plan_follows_the_rules_of_the_sequences():
     section = {"param_groups": 4, "freeze_type": 2, "freeze_p": 0.5, "total_steps": 100, "seed": 0,
-               "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.1}
+               "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4}
     plan = FreezePlan.from_section(section)
     assert plan.sequence == tuple(freeze_index_sequence(4, 2, 0.5, 100))
     assert plan.first_frozen_update == 51 and plan.stage_starts == ((1, 51), (2, 68), (3, 85))

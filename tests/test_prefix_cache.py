@@ -120,16 +120,17 @@ def test_prefix_runs_in_inference_mode_and_stays_unchanged(graph_mode):
 
 def small_cache():
     """A cache over the prefix of a fresh staged network: segment 0 = stage 0, segment 1 = stage 1; records the
-    (segment, rows) of every segment run (a run takes just its rows: one graph per segment, any batch size)."""
+    ((first segment, last segment + 1), rows) of every run (a run takes just its rows through the segments it
+    needs, in one graph per span of segments, any batch size)."""
     net = staged_net()
     stages = list(net)
     cache = FrozenPrefixCache([Stages(stages[:1]), Stages(stages[1:2])], max_bytes=2 ** 30)
     runs = []
     run = cache._run  # pylint: disable=protected-access
 
-    def recording(segment, rows):
-        runs.append((cache.segments.index(segment), len(rows)))
-        return run(segment, rows)
+    def recording(span, rows):
+        runs.append((next(key for key, cell in cache.spans.items() if cell is span), len(rows)))
+        return run(span, rows)
 
     cache._run = recording  # pylint: disable=protected-access
     return net, cache, runs
@@ -147,11 +148,11 @@ def test_shuffled_order_hits_and_augmentation_misses(graph_mode):
     first = cache(x[:8], 1)
     np.testing.assert_array_equal(first, fresh(net, x[:8], 1))
     order = np.random.RandomState(3).permutation(8)
-    assert np.array_equal(cache(x[order], 1), first[order]) and cache.hits == 8 and runs == [(0, 8)]
+    assert np.array_equal(cache(x[order], 1), first[order]) and cache.hits == 8 and runs == [((0, 1), 8)]
     augmented = x[:8].copy()
     augmented[2] = augmented[2, :, ::-1]  # one sample flipped: a new input
     served = cache(augmented, 1)
-    assert cache.misses == 9 and runs[-1] == (0, 1)
+    assert cache.misses == 9 and runs[-1] == ((0, 1), 1)
     np.testing.assert_array_equal(served, fresh(net, augmented, 1))
 
 
@@ -171,11 +172,11 @@ def test_checkpoint_load_and_changed_prefix_recompute(graph_mode):
     with pytest.warns(RuntimeWarning, match="frozen prefix changed"):
         served = cache(x[:8], 1)
     np.testing.assert_array_equal(served, fresh(net, x[:8], 1))
-    assert runs == [(0, 8)] * 3
+    assert runs == [((0, 1), 8)] * 3
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cache(x[:8], 1)  # unchanged since: served from the cache, no warning
-    assert runs == [(0, 8)] * 3
+    assert runs == [((0, 1), 8)] * 3
 
 
 def test_growing_prefix_extends_through_new_stages_only(graph_mode):
@@ -183,11 +184,11 @@ def test_growing_prefix_extends_through_new_stages_only(graph_mode):
     x, _ = data()
     cache(x[:8], 1)
     grown = cache(x[4:12], 2)  # rows 4-7 extended from level 1, rows 8-11 computed from the input
-    assert runs[1:] == [(0, 4), (1, 8)]  # the new rows through segment 0, then all 8 through segment 1
+    assert runs[1:] == [((1, 2), 4), ((0, 2), 4)]  # the cached rows through segment 1, the new ones through both
     np.testing.assert_allclose(grown, fresh(net, x[4:12], 2), rtol=1e-6, atol=1e-6)
     runs.clear()
     cache(x[:4], 2)  # rows 0-3 are still at level 1: segment 1 only
-    assert runs == [(1, 4)]
+    assert runs == [((1, 2), 4)]
 
 
 def test_full_cache_computes_and_warns_once(graph_mode):
@@ -212,7 +213,7 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
     x, y = data(32)
     net = staged_net()
     config = cache_config(freeze_type="auto", param_groups=2, auto_interval_share=1 / 6, auto_warmup_share=1 / 6,
-                          auto_threshold=0.99)
+                          auto_threshold=1000)
     del config["grad_freeze"]["total_steps"]  # Model.train sets it: 3 epochs of 4 steps, deciding every 2 updates
     model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.01, 0.9), boost_level="O0",
                   boost_config_dict=config)

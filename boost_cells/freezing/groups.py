@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 from mindspore.nn.optim import Optimizer
 
-from ..config import SCHEMA, warn_user
+from ..config import warn_user
 from ..rules import check
 from .plan import FreezePlan
 from .prefix_cache import staged_network
@@ -43,13 +43,13 @@ class GradientFreeze:
             progressive (see ``freeze_index_sequence``), 3 or "auto": front groups freeze for good once converged
             (``boost_cells.freezing.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of steps
             that train every group. total_steps (int): the run's optimizer updates, >= 1 (``Model.train`` sets it
-            from its run); None (a config that leaves it out): 65536 is assumed, and a train cell says so at its
-            first call unless something fitted it to its run (``fit_to_run``). seed (int): the interval schedule's seed.
+            from its run; a train cell whose config left it out says at its first call that it assumes 65536,
+            unless something fitted it to its run: ``fit_to_run``). seed (int): the interval schedule's seed.
         auto_interval_share (float): in (0, 1], the automatic schedule's interval between two decisions as a share
             of ``total_steps`` (at least 1 update). auto_warmup_share (float): in [0, 1), the share of
             ``total_steps`` trained whole before anything may freeze (rounded up to whole updates).
-            auto_threshold (float): in (0, 1), the displacement of a segment's weights over one interval, against
-            their size, below which the segment has settled (``AutoSchedule``).
+            auto_threshold (float): > 0, the displacement of a segment's weights per 100 updates, against their
+            size, below which the segment has settled (``AutoSchedule``).
         cache_frozen_prefix (bool): cut the groups at the network's stage boundaries (``staged_network``), so that a
             train cell can cache the outputs of the groups frozen for good. cache_max_mb (int): that cache's memory,
             in MB (read by the train cell).
@@ -59,11 +59,9 @@ class GradientFreeze:
     """
 
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
-                 auto_warmup_share=0.1, auto_threshold=0.1, cache_frozen_prefix=False, cache_max_mb=2048):
+                 auto_warmup_share=0.1, auto_threshold=0.4, cache_frozen_prefix=False, cache_max_mb=2048):
         check_freeze_args("GradientFreeze", freeze_type, freeze_p)
-        self.run_assumed = total_steps is None  # a config that leaves it out: the default is assumed
-        if self.run_assumed:
-            total_steps = SCHEMA["grad_freeze"]["total_steps"].default
+        self.run_assumed = False  # freeze_optimizer: a config that left total_steps out, whose default is assumed
         arguments = {"param_groups": param_groups, "freeze_type": freeze_type, "freeze_p": freeze_p,
                      "total_steps": total_steps, "seed": seed, "auto_interval_share": auto_interval_share,
                      "auto_warmup_share": auto_warmup_share, "auto_threshold": auto_threshold,
@@ -136,16 +134,15 @@ def freeze_optimizer(config, network, optimizer):
     if isinstance(optimizer, FreezeOpt) or not config.enabled("grad_freeze"):
         return optimizer
     section = dict(config.section("grad_freeze"))
-    if not config.given("grad_freeze.total_steps"):
-        section["total_steps"] = None
-    freeze = GradientFreeze(**section)
-    layers, what = freeze.layers(network)
+    layers, what = GradientFreeze(**section).layers(network)
     if config.given("grad_freeze.param_groups") and section["param_groups"] > len(layers):
         raise ValueError(f"For 'BoostConfig', 'grad_freeze.param_groups' must be at most the network's "
                          f"{len(layers)} {what}, but got {section['param_groups']}. Leave the key out to use the "
                          "level's default, fitted to the network.")
     section["param_groups"] = fit_groups(section["param_groups"], len(layers))
-    return GradientFreeze(**section).freeze_generate(network, optimizer)[1]
+    freeze = GradientFreeze(**section)
+    freeze.run_assumed = not config.given("grad_freeze.total_steps")
+    return freeze.freeze_generate(network, optimizer)[1]
 
 
 def fit_groups(groups, layers):

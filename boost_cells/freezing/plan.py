@@ -32,8 +32,8 @@ class AutoCriterion:
     Attributes:
         interval (int): updates between two decisions, >= 1.
         warmup (int): updates before the first freeze, >= 0: the least share of the run trained whole.
-        threshold (float): in (0, 1), the displacement of a segment's weights over one interval, against their
-            size, below which the segment has settled.
+        threshold (float): > 0, the displacement of a segment's weights per 100 updates, against their size,
+            below which the segment has settled.
     """
 
     interval: int

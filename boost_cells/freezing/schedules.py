@@ -100,9 +100,11 @@ class AutoSchedule(nn.Cell):
     """Front groups freeze for good once their weights have settled (``grad_freeze.freeze_type`` 3, "auto"),
     decided in the graph.
 
-    The evidence is how far each segment's weights moved over the last decision interval, against their size:
-    ``displacement[g] = |w_g - s_g| / |w_g|`` over segment ``g``'s weights ``w_g`` (segment ``g``: the parameters
-    that group ``g`` has and group ``g + 1`` has not) and their copy ``s_g`` taken at the previous decision. A
+    The evidence is how far each segment's weights moved over the last decision interval, against their size, per
+    100 updates: ``displacement[g] = |w_g - s_g| / |w_g| * 100 / interval`` over segment ``g``'s weights ``w_g``
+    (segment ``g``: the parameters that group ``g`` has and group ``g + 1`` has not) and their copy ``s_g`` taken at
+    the previous decision. Per 100 updates, so that a run whose intervals are a few updates long is held to the same
+    rate as a long one. A
     segment whose weights still move (a network learning from scratch, a deep layer adapting to new classes in a
     fine-tuning) keeps training; one that barely moves any more (a pretrained front, the front of a network past its
     first epochs) has settled. The displacement is what freezing takes away: the weights stop where they are, and
@@ -120,15 +122,15 @@ class AutoSchedule(nn.Cell):
 
     Args:
         plan (FreezePlan): an "auto" plan: its ``groups`` and ``criterion`` (``interval``, ``warmup``,
-            ``threshold``: the displacement per interval below which a segment has settled).
+            ``threshold``: the displacement per 100 updates below which a segment has settled).
         segment_of (dict): ``{id(parameter): segment}`` for every trained parameter (its segment: the last group
             that holds it). weights (ParameterTuple): the trained weights (the unfrozen optimizer's), in order.
 
     Parameters (state, checkpointed):
         grad_freeze.frozen (int32): leading groups frozen for good; steps train from this group.
         grad_freeze.updates (int32): updates applied so far.
-        grad_freeze.displacement (float32, (groups,)): each segment's displacement at the last decision (-1 before
-            the first).
+        grad_freeze.displacement (float32, (groups,)): each segment's displacement per 100 updates at the last
+            decision (-1 before the first).
         grad_freeze.snapshot.<weight name> (float32): every weight outside the head segment, as at the last decision
             (the device memory of those weights once more).
     """
@@ -166,12 +168,13 @@ class AutoSchedule(nn.Cell):
         return self.frozen + 0
 
     def _displacements(self):
-        """Per segment, ``|w - s| / |w|`` over its watched weights (0 for the head), float32 (groups,)."""
+        """Per segment, ``|w - s| / |w|`` over its watched weights per 100 updates (0 for the head), float32
+        (groups,)."""
         moved = ops.stack(self.hyper_map(_square_sum_diff, self.watched, self.snapshot))
         size = ops.stack(self.hyper_map(_square_sum, self.watched))
         moved = ops.unsorted_segment_sum(moved, self.segment_ids, self.groups)
         size = ops.unsorted_segment_sum(size, self.segment_ids, self.groups)
-        return ops.sqrt(moved) / ops.maximum(ops.sqrt(size), 1e-30)
+        return ops.sqrt(moved) / ops.maximum(ops.sqrt(size), 1e-30) * (100.0 / self.interval)
 
     def _decide(self, updates):
         displacement = self._displacements()

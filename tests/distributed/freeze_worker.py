@@ -72,12 +72,12 @@ def scenario_freeze_overflow(rank, size):
 
 def scenario_freeze_auto(rank, size):
     """The automatic schedule: each rank's own gradients differ, but the replicas' weights are the same, so every
-    rank measures the same displacements and decides alike (every 2 updates; threshold 0.9 freezes at the first
+    rank measures the same displacements and decides alike (every 2 updates; threshold 1000 freezes at the first
     decision that has two intervals)."""
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto")
-    config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.2, auto_threshold=0.9)  # of 10
+    config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.2, auto_threshold=1000)  # of 10
     return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config), rank, size,
                steps=8)
 
