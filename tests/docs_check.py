@@ -13,6 +13,15 @@ which test or script runs it, or why nothing does::
 
 Every relative link (``[text](path)``, ``[text](path#anchor)``, ``[text](#anchor)``, images too) must name an
 existing file and, with an anchor, a heading of that file by GitHub's slug rules.
+
+A page cites only what a reader of the repository can open: no link to a file outside the repository (a relative
+path that leaves its root, an absolute path, a ``file:`` URL), and no mention of a ``.md``, ``.py`` or ``.json`` file
+that is not in it (``DESIGN.md``, ``notes/plan.py``), bare or in inline code. A mentioned name is in the repository
+when it is a path from the root or from the page's folder, the end of a path in the repository
+(``freezing/plan.py``), or, without a folder, the name of one of its files (``plan.py``). Not citations, so not
+checked: another project's file given as the text of a link to where it lives (``[`mindcv/utils/x.py`](https://...)``);
+a name in quotes (a value of the code around it: ``overflow_report="overflow.json"``); a name a code block of the
+same page uses (the file its example writes or runs: ``my_script.py``); an excerpt marker's file (checked above).
 """
 import os
 import re
@@ -29,6 +38,12 @@ NOT_RUN = re.compile(r"<!-- not run by the tests: (\S.*\S) -->")
 FENCE = re.compile(r"^ {0,3}(`{3,})\s*([\w+-]*)")
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+CITED_KINDS = ("md", "py", "json")
+MENTION = re.compile(r"(?<![\w./~-])((?:~?/)?(?:[\w.-]+/)*[\w.-]*\w\.(?:" + "|".join(CITED_KINDS)
+                     + r"))(?![\w-]|\.\w)")
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
+QUOTED = re.compile(r"([\"'])[^\"'\s]+\1")
+SKIPPED_FOLDERS = {"__pycache__", "node_modules"}  # besides hidden folders and *.egg-info: not the repository's files
 
 
 @dataclass(frozen=True)
@@ -108,25 +123,110 @@ def anchors(page):
     return result
 
 
-def link_problems(page):
+def _prose(page):
+    """The prose of the Markdown file ``page`` as one string, with the lines of its code blocks blank (so line
+    numbers hold) and inline code blanked."""
+    lines = dict(prose_lines(Path(page).read_text(encoding="utf-8")))
+    return "\n".join(lines.get(number, "") for number in range(1, max(lines, default=0) + 1))
+
+
+def _inside(path, root):
+    """Whether the resolved ``path`` lies in the folder ``root``."""
+    try:
+        Path(path).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def link_problems(page, root=None):
     """What is wrong with the relative links of the Markdown file ``page`` (a link's text may wrap lines): one line
-    per missing file or heading."""
+    per missing file or heading and, given the repository's ``root``, per link to a file outside it (a relative
+    path that leaves ``root``, an absolute path, a ``file:`` URL)."""
     page = Path(page)
     problems = []
-    lines = dict(prose_lines(page.read_text(encoding="utf-8")))
-    prose = "\n".join(lines.get(number, "") for number in range(1, max(lines, default=0) + 1))
-    prose = re.sub(r"`[^`]*`", lambda code: re.sub(r"[^\n]", " ", code.group()), prose)  # inline code is no link
+    prose = re.sub(r"`[^`]*`", lambda code: re.sub(r"[^\n]", " ", code.group()), _prose(page))  # code is no link
     for match in LINK.finditer(prose):
         target = match.group(1)
-        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
-            continue
         path, _, anchor = target.partition("#")
         where = f"{page.name}:{prose.count(chr(10), 0, match.start()) + 1}: link {target}"
+        if target.lower().startswith("file:"):
+            problems.append(f"{where}: a file outside the repository (a file: URL); link inside the repository")
+            continue
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        if path.startswith(("/", "~")):
+            problems.append(f"{where}: an absolute path, outside the repository; link relative to the page")
+            continue
         file = (page.parent / path).resolve() if path else page.resolve()
-        if not file.exists():
+        if root is not None and not _inside(file, root):
+            problems.append(f"{where}: {file} is outside the repository; link inside it or state the fact")
+        elif not file.exists():
             problems.append(f"{where}: no file {file}")
         elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             problems.append(f"{where}: no heading with anchor #{anchor} in {file.name}")
+    return problems
+
+
+def repository_files(root):
+    """The paths (``/``-separated, from ``root``) of the repository's files: every file under ``root`` but those in
+    hidden folders (``.git``, ``.venv``), ``__pycache__``, ``node_modules`` and ``*.egg-info``."""
+    root, found = Path(root), set()
+    for folder, folders, files in os.walk(root):
+        folders[:] = [name for name in folders if not name.startswith(".") and name not in SKIPPED_FOLDERS
+                      and not name.endswith(".egg-info")]
+        found.update((Path(folder) / name).relative_to(root).as_posix() for name in files)
+    return found
+
+
+def _in_repository(name, page, root, files):
+    """Whether the mentioned file ``name`` (from ``page``) is one of the repository's ``files`` (see the module
+    docstring); None when it lies outside the repository's root."""
+    if name.startswith(("/", "~")):
+        return None
+    for base in (Path(page).parent, Path(root)):
+        candidate = (base / name).resolve()
+        if candidate.exists() and _inside(candidate, root):
+            return True
+    if ".." in Path(name).parts:
+        return None if not _inside(Path(page).parent / name, root) else False
+    if "/" not in name:
+        return any(path.rsplit("/", 1)[-1] == name for path in files)
+    return any(path == name or path.endswith("/" + name) for path in files)
+
+
+def _link_text(link):
+    """What of a link ``link`` (a ``LINK`` match) can cite a file: a local link's text; nothing of a link to a URL
+    (its line breaks stay, so that line numbers hold)."""
+    if re.match(r"[a-z][a-z0-9+.-]*:", link.group(1)):
+        return "\n" * link.group().count("\n")
+    return link.group()[:link.start(1) - link.start() - 2]
+
+
+def mention_problems(page, root, files=None):
+    """The ``.md``, ``.py`` and ``.json`` files the Markdown file ``page`` mentions in its prose (bare or in inline
+    code) that are not in the repository at ``root`` (``files``: its ``repository_files``), one line each; see the
+    module docstring for what is not a citation."""
+    page, root = Path(page), Path(root)
+    files = repository_files(root) if files is None else files
+    used = {name for block in code_blocks(page) for name in MENTION.findall(block.code)}
+    prose = LINK.sub(_link_text, _prose(page))
+    prose = EXCERPT.sub("", URL.sub("", prose))
+    prose = QUOTED.sub(lambda quoted: " " * len(quoted.group()), prose)
+    problems = []
+    for match in MENTION.finditer(prose):
+        name = match.group(1)
+        if name in used:
+            continue
+        inside = _in_repository(name, page, root, files)
+        if inside:
+            continue
+        where = f"{page.name}:{prose.count(chr(10), 0, match.start()) + 1}: mentions {name}"
+        if inside is None:
+            problems.append(f"{where}: a file outside the repository; state the fact or cite a file of the repository")
+        else:
+            problems.append(f"{where}: no such file in the repository; state the fact, cite a file of the repository, "
+                            "or link another project's file to where it lives")
     return problems
 
 
@@ -148,10 +248,11 @@ def marker_problems(block, root):
 
 
 def problems(pages, root):
-    """Every link and marker problem of the Markdown ``pages`` (paths) of the repository at ``root``."""
-    found = []
+    """Every link, citation and marker problem of the Markdown ``pages`` (paths) of the repository at ``root``."""
+    found, files = [], repository_files(root)
     for page in pages:
-        found += link_problems(page)
+        found += link_problems(page, root)
+        found += mention_problems(page, root, files)
         found += [problem for block in code_blocks(page) for problem in marker_problems(block, Path(root))]
     return found
 

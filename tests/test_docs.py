@@ -1,7 +1,8 @@
 """The documentation works as written (tests/docs_check.py): every complete python block of README.md and
-docs/*.md runs in a fresh process from an empty directory, every relative link and heading anchor resolves, every
-shell block says what runs it; the README stays short and CI runs its test command; and the checker itself fails a
-broken example and reports a broken link."""
+docs/*.md runs in a fresh process from an empty directory, every relative link and heading anchor resolves, no page
+links or cites a file outside the repository, every shell block says what runs it; the README stays short and CI
+runs its test command; and the checker itself fails a broken example, reports a broken link and reports a link or
+a citation outside the repository."""
 import pytest
 
 from tests.docs_check import code_blocks, pages, problems, run_block
@@ -19,7 +20,7 @@ def test_example_runs_as_written(block, tmp_path):
     assert result.returncode == 0, f"{block.name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
 
 
-def test_links_anchors_and_block_markers_resolve():
+def test_links_anchors_citations_and_block_markers_resolve():
     assert problems(pages(ROOT), ROOT) == []
 
 
@@ -98,3 +99,50 @@ def test_the_checker_fails_a_broken_example_and_reports_a_broken_link(tmp_path):
     run.mkdir()
     result = run_block(blocks[0], tmp_path, run, BLOCK_TIMEOUT)
     assert result.returncode != 0 and "NameError: name 'undefined_name' is not defined" in result.stderr
+
+
+OUTSIDE = """# Outside
+
+Links: [a sibling](other.md), [above the root](../../outside.md), [an absolute path](/etc/hostname), [a local
+file](file:///etc/hostname), [upstream](https://example.com/project/src/module.py).
+Cited: as DESIGN.md section 7 measured; see `STYLE.md`; `tools/missing.py`; /home/user/notes.md.
+Not cited: [`project/src/module.py`](https://example.com/project/src/module.py) upstream, https://example.com/a.py,
+`other.md`, docs/other.md, `sub/deep.py`, deep.py, [the page](../README.md), `overflow_report="my_output.json"`,
+written.json, the data in `run.jsonl`, `boost_cells.grad_freeze`.
+
+<!-- excerpt: complete version in tools/absent.py -->
+```python
+model.train(10, dataset)
+```
+
+```python
+with open("written.json", "w", encoding="utf-8") as file:
+    file.write("{}")
+```
+"""
+
+
+def test_the_checker_reports_links_and_citations_outside_the_repository(tmp_path):
+    """On a sample page of a sample repository: each link that leaves the repository (above its root, an absolute
+    path, a file: URL) and each mention of a .md/.py/.json file not in it (bare, in inline code, an absolute path) is
+    reported once; a file of the repository (by path from the page or the root, by the end of its path, by name), a
+    link to a URL and its text, a quoted value, a file the page's code writes, other suffixes and module names are
+    not; the excerpt marker's missing file is reported as such, not as a citation."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "README.md").write_text("# Readme\n", encoding="utf-8")
+    (tmp_path / "docs" / "other.md").write_text("# Other\n", encoding="utf-8")
+    (tmp_path / "src" / "sub" / "deep.py").write_text("", encoding="utf-8")
+    page = tmp_path / "docs" / "outside.md"
+    page.write_text(OUTSIDE, encoding="utf-8")
+
+    found = problems([page], tmp_path)
+    assert len(found) == 8, found
+    for words in ("outside.md:3: link ../../outside.md: ", "link /etc/hostname: an absolute path",
+                  "outside.md:3: link file:///etc/hostname: a file outside the repository",
+                  "outside.md:5: mentions DESIGN.md: no such file", "mentions STYLE.md: no such file",
+                  "mentions tools/missing.py: no such file", "mentions /home/user/notes.md: a file outside",
+                  "tools/absent.py does not exist"):
+        assert sum(words in problem for problem in found) == 1, (words, found)
+    assert not [problem for problem in found if "module.py" in problem or "other.md" in problem
+                or "deep.py" in problem or ".json" in problem or "README.md" in problem]
