@@ -98,8 +98,8 @@ def test_auto_config_and_refusals():
     assert cell.host_hooks == ()
     assert isinstance(cell.train_step.schedule.frozen, ms.Parameter)
     names = {p.name for p in cell.get_parameters()}
-    assert "grad_freeze.displacement" in names and "grad_freeze.snapshot.layers.0.weight" in names
-    assert "grad_freeze.snapshot.layers.4.weight" not in names  # the head is never copied
+    assert {"grad_freeze.displacement", "grad_freeze.snapshot.0", "grad_freeze.snapshot.1"} <= names
+    assert "grad_freeze.snapshot.2" not in names  # the head is never copied
 
 
 class FreezeThroughMethod(BoostTrainOneStepCell):

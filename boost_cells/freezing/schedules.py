@@ -25,26 +25,6 @@ from mindspore.common import dtype as mstype
 
 __all__ = ["AutoSchedule", "SequenceSchedule", "make_schedule"]
 
-_square_sum = ops.MultitypeFuncGraph("square_sum")
-_square_sum_diff = ops.MultitypeFuncGraph("square_sum_diff")
-_take = ops.MultitypeFuncGraph("take")
-
-
-@_square_sum.register("Tensor")
-def _square_sum_tensor(weight):
-    return ops.reduce_sum(ops.square(ops.cast(weight, mstype.float32)))
-
-
-@_square_sum_diff.register("Tensor", "Tensor")
-def _square_sum_diff_tensor(weight, snapshot):
-    return ops.reduce_sum(ops.square(ops.cast(weight, mstype.float32) - snapshot))
-
-
-@_take.register("Tensor", "Tensor")
-def _take_tensor(snapshot, weight):
-    return ops.assign(snapshot, ops.cast(weight, mstype.float32))
-
-
 def _int32(value):
     return Tensor(value, mstype.int32)
 
@@ -104,9 +84,8 @@ class AutoSchedule(nn.Cell):
     100 updates: ``displacement[g] = |w_g - s_g| / |w_g| * 100 / interval`` over segment ``g``'s weights ``w_g``
     (segment ``g``: the parameters that group ``g`` has and group ``g + 1`` has not) and their copy ``s_g`` taken at
     the previous decision. Per 100 updates, so that a run whose intervals are a few updates long is held to the same
-    rate as a long one. A
-    segment whose weights still move (a network learning from scratch, a deep layer adapting to new classes in a
-    fine-tuning) keeps training; one that barely moves any more (a pretrained front, the front of a network past its
+    rate as a long one. A segment whose weights still move (a network learning from scratch, a deep layer adapting
+    to new classes in a fine-tuning) keeps training; one that barely moves any more (a pretrained front, the front of a network past its
     first epochs) has settled. The displacement is what freezing takes away: the weights stop where they are, and
     the rest of the network trains on their outputs.
 
@@ -115,8 +94,9 @@ class AutoSchedule(nn.Cell):
       displacement and takes the copies again. A segment has settled when its displacement stayed below
       ``threshold`` over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on, the
       leading trained segments that have settled freeze, all at once: ``frozen`` becomes the first segment from
-      ``frozen`` on that has not settled. The head (the last group) never freezes. The work runs only at a decision (a branch
-      of the compiled step), so a step between decisions costs a counter; no step reads anything on the host.
+      ``frozen`` on that has not settled. The head (the last group) never freezes. The work runs only at a decision
+      (a branch of the compiled step, over each segment's weights flattened into one vector, so the branch compiles
+      small), a step between decisions costs a counter, and no step reads anything on the host.
     - Data-parallel, every rank holds the same weights, so every rank measures the same displacements and decides
       the same without a collective.
 
@@ -131,8 +111,8 @@ class AutoSchedule(nn.Cell):
         grad_freeze.updates (int32): updates applied so far.
         grad_freeze.displacement (float32, (groups,)): each segment's displacement per 100 updates at the last
             decision (-1 before the first).
-        grad_freeze.snapshot.<weight name> (float32): every weight outside the head segment, as at the last decision
-            (the device memory of those weights once more).
+        grad_freeze.snapshot.<segment> (float32, flat): segment ``<segment>``'s weights (every segment but the
+            head's), flattened in order, as at the last decision (the device memory of those weights once more).
     """
 
     def __init__(self, plan, segment_of, weights):
@@ -145,13 +125,13 @@ class AutoSchedule(nn.Cell):
         self.displacement = Parameter(Tensor(-np.ones(self.groups, np.float32)), name="grad_freeze.displacement",
                                       requires_grad=False)
         self.group_ids = Tensor(np.arange(self.groups, dtype=np.int32))
-        self.hyper_map = ops.HyperMap()
-        watched = [w for w in weights if self.segment_of[id(w)] < self.groups - 1]
-        self.watched = ParameterTuple(watched)
-        self.snapshot = ParameterTuple(Parameter(Tensor(w.asnumpy().astype(np.float32)),
-                                                 name="grad_freeze.snapshot." + w.name, requires_grad=False)
-                                       for w in watched)
-        self.segment_ids = Tensor(np.array([self.segment_of[id(w)] for w in watched], np.int32))
+        self.zero = Tensor(0.0, mstype.float32)
+        segments = [[w for w in weights if self.segment_of[id(w)] == g] for g in range(self.groups - 1)]
+        self.watched_segments = tuple(g for g, segment in enumerate(segments) if segment)
+        self.segment_weights = tuple(ParameterTuple(segments[g]) for g in self.watched_segments)
+        self.snapshot = ParameterTuple(
+            Parameter(Tensor(np.concatenate([w.asnumpy().astype(np.float32).ravel() for w in segments[g]])),
+                      name=f"grad_freeze.snapshot.{g}", requires_grad=False) for g in self.watched_segments)
 
     def fit(self, plan):
         """Follow ``plan`` (the same groups, made for another run length: ``FreezePlan.for_run``). Its interval and
@@ -167,17 +147,27 @@ class AutoSchedule(nn.Cell):
     def train_from(self):
         return self.frozen + 0
 
+    @staticmethod
+    def _flat(weights):
+        flat = ()
+        for weight in weights:
+            flat += (ops.reshape(ops.cast(weight, mstype.float32), (-1,)),)
+        return ops.concat(flat)
+
     def _displacements(self):
-        """Per segment, ``|w - s| / |w|`` over its watched weights per 100 updates (0 for the head), float32
-        (groups,)."""
-        moved = ops.stack(self.hyper_map(_square_sum_diff, self.watched, self.snapshot))
-        size = ops.stack(self.hyper_map(_square_sum, self.watched))
-        moved = ops.unsorted_segment_sum(moved, self.segment_ids, self.groups)
-        size = ops.unsorted_segment_sum(size, self.segment_ids, self.groups)
-        return ops.sqrt(moved) / ops.maximum(ops.sqrt(size), 1e-30) * (100.0 / self.interval)
+        """Per segment, ``|w - s| / |w|`` over its weights per 100 updates (0 for the head and for a segment without
+        weights), float32 (groups,); then the copies are taken again. Returns ``(displacements, token)``."""
+        values, taken = [self.zero] * self.groups, ()
+        for index, (weights, snapshot) in enumerate(zip(self.segment_weights, self.snapshot)):
+            flat = self._flat(weights)
+            moved = ops.sqrt(ops.reduce_sum(ops.square(flat - snapshot)))
+            size = ops.maximum(ops.sqrt(ops.reduce_sum(ops.square(flat))), 1e-30)
+            values[self.watched_segments[index]] = moved / size * (100.0 / self.interval)
+            taken += (ops.assign(snapshot, ops.depend(flat, moved)),)
+        return ops.stack(values), taken
 
     def _decide(self, updates):
-        displacement = self._displacements()
+        displacement, taken = self._displacements()
         previous = self.displacement + 0.0
         settled = ops.logical_and(ops.logical_and(displacement < self.threshold, self.group_ids < self.groups - 1),
                                   ops.logical_and(previous >= 0.0, previous < self.threshold))
@@ -186,7 +176,6 @@ class AutoSchedule(nn.Cell):
         front = ops.reduce_min(ops.select(unsettled, self.group_ids, ops.fill(mstype.int32, (self.groups,),
                                                                                self.groups - 1)))
         front = ops.select(updates >= self.warmup, front, self.frozen + 0)
-        taken = self.hyper_map(_take, self.snapshot, self.watched)
         frozen = ops.assign(self.frozen, ops.depend(front, taken))
         return ops.depend(frozen, ops.assign(self.displacement, displacement))
 

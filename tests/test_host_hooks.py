@@ -1,7 +1,8 @@
-"""The frozen-prefix cache judges itself on the run at hand (issue 26): it keeps caching where samples repeat, drops
-itself with one warning that names the key where they do not (augmentation) or where an epoch's samples cannot fit
-``grad_freeze.cache_max_mb``, and says once that it cannot judge without the run's steps per epoch. Once dropped,
-the frozen prefix runs inside the compiled step, and the run trains exactly as freezing without the cache."""
+"""Host hooks (``boost_cells.host_hooks``): the frozen-prefix cache's route judges itself on the run at hand (issue
+26): it keeps caching where samples repeat, drops itself with one warning that names the key where they do not
+(augmentation) or where an epoch's samples cannot fit ``grad_freeze.cache_max_mb``, and says once that it cannot judge
+without the run's steps per epoch. Once dropped, the frozen prefix runs inside the compiled step, and the run trains
+exactly as freezing without the cache. The repeat window's arithmetic is checked against its rule."""
 import warnings
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from mindspore import Tensor, nn
 
 from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt
+from boost_cells.host_hooks import _RepeatWindow
 
 ROWS, STEPS = 8, 4  # a batch's rows, an epoch's steps
 
@@ -96,3 +98,15 @@ def test_without_the_epochs_length_the_cache_says_once_that_it_cannot_judge(grap
 def test_the_steps_per_epoch_must_be_a_count():
     with pytest.raises((TypeError, ValueError), match="steps_per_epoch"):
         cell().fit_to_run(steps_per_epoch=0)
+
+
+def test_the_repeat_window_opens_an_epoch_after_the_first_cached_step():
+    """A cache that starts at call 157 of epochs of 44 calls (position 25) expects 19/44 of the samples of the next
+    epoch to have been seen (shuffled data; a sample comes once an epoch); one that starts at position 40 waits an
+    epoch more, where it expects all of them; the window spans an eighth of an epoch."""
+    window = _RepeatWindow(157, 44)
+    assert (window.start, window.length, round(window.expected, 4)) == (201, 5, round(19 / 44, 4))
+    late = _RepeatWindow(40, 44)
+    assert (late.start, late.expected) == (128, 1.0)
+    assert [window.counts(call, 8, 3) for call in range(200, 206)] == [None] * 5 + [(40, 15)]
+    assert window.counts(206, 8, 8) is None
