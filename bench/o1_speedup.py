@@ -105,13 +105,26 @@ def workload_data(workload, classes=None):
     return x_train[train], x_test[test], y_train[train], y_test[test]
 
 
+# A feature left out of configs/O1.json (its card in docs/choosing-a-level.md): arm name -> the change.
+WITHOUT = {"O1-nocache": {"grad_freeze": {"cache_frozen_prefix": False}},
+           "O1-nofreeze": {"boost": {"mode": "manual", "grad_freeze": False}},
+           "O1-nolessbn": {"boost": {"mode": "manual", "less_bn": False}}}
+
+
 def boost_config(arm):
     """``(boost_level, boost_config_dict)`` of an arm: the shipped ``configs/<arm>.json``'s path; for O2, a dict of
     that file with ``common.device_number`` set to 1 (AdaSum across the 2 workers of the msrun part); for
-    ``<level>-bare``, the level and no file (``""``)."""
+    ``<level>-bare``, the level and no file (``""``); for an arm of ``WITHOUT``, ``configs/O1.json`` with one
+    feature left out."""
     if arm.endswith("-bare"):
         level = arm[:-len("-bare")]
         return level, {"common": {"device_number": 1}} if level == "O2" else ""
+    if arm in WITHOUT:
+        with open(os.path.join(ROOT, "configs", "O1.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+        for section, values in WITHOUT[arm].items():
+            config[section].update(values)
+        return "O1", config
     path = os.path.join(ROOT, "configs", f"{arm}.json")
     if arm != "O2":
         return arm, path
@@ -383,7 +396,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=None,
                         help="epochs per arm and round (default: 12; 8 for finetune)")
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
-                        "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file")
+                        "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-nocache, "
+                        "O1-nofreeze, O1-nolessbn: configs/O1.json with that feature left out")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
@@ -404,7 +418,8 @@ def main():
             epochs = epochs_of(args, workload)
             results = compare(["O0", *boosted], workload, args.rounds, epochs)
             for arm in boosted:
-                what = "configs/O1.json" if arm == "O1" else "boost_level O1, no file"
+                what = "configs/O1.json" if arm == "O1" else "boost_level O1, no file" if arm == "O1-bare" else \
+                    f"configs/O1.json with {WITHOUT[arm]}"
                 title = f"{workload}: {arm} ({what}) vs O0 (configs/O0.json), stand-alone"
                 print("\n".join(summarise(results, "O0", arm, workload, epochs, title)), flush=True)
             print("json " + json.dumps(results), flush=True)
