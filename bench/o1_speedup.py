@@ -13,7 +13,8 @@ What is measured: the config path only, nothing wired by hand. Every arm is
                 dataset_sink_mode=False)
 
 - stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0); with ``--arms``, also
-  ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets);
+  ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets) and
+  ``O1-cache`` / ``O1-nofreeze`` / ``O1-nolessbn`` (``configs/O1.json`` with one feature changed);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
   (level O2, a dict built from ``configs/O2.json`` with one change, ``common.device_number`` set to 1, so that
   AdaSum runs across the 2 workers as 2 groups of 1 device) against plain data-parallel (``configs/O0.json``).
@@ -105,24 +106,24 @@ def workload_data(workload, classes=None):
     return x_train[train], x_test[test], y_train[train], y_test[test]
 
 
-# A feature left out of configs/O1.json (its card in docs/choosing-a-level.md): arm name -> the change.
-WITHOUT = {"O1-nocache": {"grad_freeze": {"cache_frozen_prefix": False}},
-           "O1-nofreeze": {"boost": {"mode": "manual", "grad_freeze": False}},
-           "O1-nolessbn": {"boost": {"mode": "manual", "less_bn": False}}}
+# configs/O1.json with one feature changed (its card in docs/choosing-a-level.md): arm name -> the change.
+VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
+            "O1-nofreeze": {"boost": {"mode": "manual", "grad_freeze": False}},
+            "O1-nolessbn": {"boost": {"mode": "manual", "less_bn": False}}}
 
 
 def boost_config(arm):
     """``(boost_level, boost_config_dict)`` of an arm: the shipped ``configs/<arm>.json``'s path; for O2, a dict of
     that file with ``common.device_number`` set to 1 (AdaSum across the 2 workers of the msrun part); for
-    ``<level>-bare``, the level and no file (``""``); for an arm of ``WITHOUT``, ``configs/O1.json`` with one
-    feature left out."""
+    ``<level>-bare``, the level and no file (``""``); for an arm of ``VARIANTS``, ``configs/O1.json`` with one
+    feature changed."""
     if arm.endswith("-bare"):
         level = arm[:-len("-bare")]
         return level, {"common": {"device_number": 1}} if level == "O2" else ""
-    if arm in WITHOUT:
+    if arm in VARIANTS:
         with open(os.path.join(ROOT, "configs", "O1.json"), encoding="utf-8") as handle:
             config = json.load(handle)
-        for section, values in WITHOUT[arm].items():
+        for section, values in VARIANTS[arm].items():
             config[section].update(values)
         return "O1", config
     path = os.path.join(ROOT, "configs", f"{arm}.json")
@@ -396,8 +397,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=None,
                         help="epochs per arm and round (default: 12; 8 for finetune)")
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
-                        "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-nocache, "
-                        "O1-nofreeze, O1-nolessbn: configs/O1.json with that feature left out")
+                        "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
+                        "configs/O1.json with the frozen-prefix cache on; O1-nofreeze, O1-nolessbn: configs/O1.json "
+                        "with that feature left out")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
@@ -419,7 +421,7 @@ def main():
             results = compare(["O0", *boosted], workload, args.rounds, epochs)
             for arm in boosted:
                 what = "configs/O1.json" if arm == "O1" else "boost_level O1, no file" if arm == "O1-bare" else \
-                    f"configs/O1.json with {WITHOUT[arm]}"
+                    f"configs/O1.json with {VARIANTS[arm]}"
                 title = f"{workload}: {arm} ({what}) vs O0 (configs/O0.json), stand-alone"
                 print("\n".join(summarise(results, "O0", arm, workload, epochs, title)), flush=True)
             print("json " + json.dumps(results), flush=True)

@@ -23,9 +23,10 @@ def loss():
 
 
 def network():
-    """Four Dense stages (the README's example network): every shipped config's freezing can split it."""
-    return nn.SequentialCell([nn.Dense(16, 32, activation="relu"), nn.Dense(32, 32, activation="relu"),
-                              nn.Dense(32, 32, activation="relu"), nn.Dense(32, 2)])
+    """Eight Dense layers: every shipped config's freezing can split it, with or without LessBN (the reference's
+    layering pairs Dense layers: 4 layers for O1.json's 4 groups, and LessBN's head adds one)."""
+    return nn.SequentialCell([nn.Dense(16, 32, activation="relu")]
+                             + [nn.Dense(32, 32, activation="relu") for _ in range(6)] + [nn.Dense(32, 2)])
 
 
 def transforms(cell):

@@ -70,9 +70,9 @@ def test_the_config_picks_a_network_it_can_split(config, network):
 
 
 def test_a_network_the_config_cannot_split_is_refused_naming_the_flag(tmp_path, capsys):
-    """--network lenet with O1.json (4 groups) or with a frozen-prefix cache (LeNet has no stages) fails before
-    anything is built, telling the user to use --network resnet; a config that neither network suits says what to
-    change."""
+    """--network lenet with O1.json (4 groups; LeNet has 2 layers) or with a frozen-prefix cache (LeNet has no
+    stages) fails before anything is built, telling the user to use --network resnet; a config that neither network
+    suits says what to change."""
     raw = json.loads((ROOT / "configs" / "grad_freeze.json").read_text())
     raw["grad_freeze"]["cache_frozen_prefix"] = True
     cached = tmp_path / "cached.json"
@@ -80,7 +80,7 @@ def test_a_network_the_config_cannot_split_is_refused_naming_the_flag(tmp_path, 
     raw["grad_freeze"]["param_groups"] = 50
     too_many = tmp_path / "too_many.json"
     too_many.write_text(json.dumps(raw))
-    for path, words in ((ROOT / "configs" / "O1.json", ["stages can be split", "use --network resnet"]),
+    for path, words in ((ROOT / "configs" / "O1.json", ["'grad_freeze.param_groups' must be at most", "use --network resnet"]),
                         (cached, ["stages", "use --network resnet"]),
                         (too_many, ["change 'grad_freeze.param_groups'"])):
         with pytest.raises(SystemExit) as exit_info:
