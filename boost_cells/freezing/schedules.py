@@ -23,6 +23,8 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
+from ..flat_vectors import flatten
+
 __all__ = ["AutoSchedule", "SequenceSchedule", "make_schedule"]
 
 def _int32(value):
@@ -126,6 +128,7 @@ class AutoSchedule(nn.Cell):
                                       requires_grad=False)
         self.group_ids = Tensor(np.arange(self.groups, dtype=np.int32))
         self.zero = Tensor(0.0, mstype.float32)
+        self.hyper_map = ops.HyperMap()
         segments = [[w for w in weights if self.segment_of[id(w)] == g] for g in range(self.groups - 1)]
         self.watched_segments = tuple(g for g, segment in enumerate(segments) if segment)
         self.segment_weights = tuple(ParameterTuple(segments[g]) for g in self.watched_segments)
@@ -147,19 +150,12 @@ class AutoSchedule(nn.Cell):
     def train_from(self):
         return self.frozen + 0
 
-    @staticmethod
-    def _flat(weights):
-        flat = ()
-        for weight in weights:
-            flat += (ops.reshape(ops.cast(weight, mstype.float32), (-1,)),)
-        return ops.concat(flat)
-
     def _displacements(self):
         """Per segment, ``|w - s| / |w|`` over its weights per 100 updates (0 for the head and for a segment without
         weights), float32 (groups,); then the copies are taken again. Returns ``(displacements, token)``."""
         values, taken = [self.zero] * self.groups, ()
         for index, (weights, snapshot) in enumerate(zip(self.segment_weights, self.snapshot)):
-            flat = self._flat(weights)
+            flat = flatten(self.hyper_map, weights)
             moved = ops.sqrt(ops.reduce_sum(ops.square(flat - snapshot)))
             size = ops.maximum(ops.sqrt(ops.reduce_sum(ops.square(flat))), 1e-30)
             values[self.watched_segments[index]] = moved / size * (100.0 / self.interval)

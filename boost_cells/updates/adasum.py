@@ -16,14 +16,15 @@ norms; both ranks then compute ``a.b = (|S|^2 - |a|^2 - |b|^2) / 2`` and the coe
 the second sums each rank's coefficient-weighted vector into ``c_a a + c_b b``. A sum of two floats does not
 depend on their order, so both ranks hold bit-identical results and the replicas never drift (deriving the
 partner's vector as ``S - g`` would round differently on the two ranks). Per-tensor sums use segment sums over
-one flat vector: a fixed number of ops however many tensors the network has. A tensor with ``|a|^2 = 0`` contributes
-nothing and leaves ``b``'s coefficient at 1 (``adasum(0, b) = b``).
+one flat vector (``flat_vectors``: made and cut back without a loop to compile per tensor), a fixed number of ops
+however many tensors the network has. A tensor with ``|a|^2 = 0`` contributes nothing and leaves ``b``'s coefficient
+at 1 (``adasum(0, b) = b``).
 """
 import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
-from mindspore.common import dtype as mstype
 
 from ..distributed import ensure_group
+from ..flat_vectors import flat_offsets, flatten, unflatten
 from .strategy import UpdateStrategy
 
 __all__ = ["AdaSum", "AdaSumUpdate", "adasum_groups"]
@@ -86,12 +87,10 @@ class AdaSum(nn.Cell):
             name = ensure_group(f"boost_cells_adasum_{pair[0]}_{pair[1]}", pair)
             self.all_reduces.append(ops.AllReduce(group=name))
             self.roles.append(pair.index(rank))
-        self.shapes = [tuple(p.shape) for p in parameter_tuple]
-        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
-        self.offsets = [int(x) for x in np.cumsum([0] + self.sizes[:-1])]
-        self.total = int(sum(self.sizes))
-        self.tensor_count = len(self.sizes)
-        self.segment_ids = Tensor(np.repeat(np.arange(self.tensor_count, dtype=np.int32), self.sizes))
+        self.offsets, self.total = flat_offsets(parameter_tuple)
+        self.tensor_count = len(self.offsets)
+        self.segment_ids = Tensor(np.repeat(np.arange(self.tensor_count, dtype=np.int32),
+                                            np.diff(self.offsets + (self.total,))))
         self.no_norms = Tensor(np.zeros(self.tensor_count, np.float32))
         self.hyper_map = ops.HyperMap()
 
@@ -114,11 +113,10 @@ class AdaSum(nn.Cell):
 
     def combine(self, delta_weights):
         """The AdaSum of every group's deltas, as a tuple shaped like ``delta_weights`` (float32)."""
-        flat = ops.concat([ops.reshape(ops.cast(d, mstype.float32), (-1,)) for d in delta_weights])
+        flat = flatten(self.hyper_map, delta_weights)
         for all_reduce, role in zip(self.all_reduces, self.roles):
             flat = self._combine_pair(all_reduce, role, flat)
-        return tuple(ops.reshape(flat[offset:offset + size], shape)
-                     for offset, size, shape in zip(self.offsets, self.sizes, self.shapes))
+        return unflatten(self.hyper_map, flat, self.offsets, delta_weights)
 
     def construct(self, delta_weights, parameters, old_parameters):
         combined = self.combine(delta_weights)
