@@ -2,8 +2,8 @@
 train cell.
 
 ``--network`` picks the network; left out, the config picks it (``pick_network``): ResNet when the config switches
-``less_bn`` on (LeNet has no BatchNorm to remove) or when its gradient freezing cannot split LeNet (2 layers, no
-stages for a frozen-prefix cache), as the level configs O1.json and O2.json (4 groups) ask; LeNet otherwise. An
+``less_bn`` on (LeNet has no BatchNorm to remove) or when its gradient freezing cannot split LeNet (2 layers, fewer
+than the 4 groups of the level configs O1.json and O2.json; no stages for a frozen-prefix cache); LeNet otherwise. An
 explicit ``--network`` that the config's freezing cannot split is refused before anything is built.
 
 The network and optimizer go through ``AutoBoost.network_auto_process_train`` (LessBN and gradient
@@ -278,8 +278,8 @@ def train(args, rank, rank_count, log):
     train_cell = build_train_network(net_with_loss, optimizer, config)
     train_cell.set_train()
     # The run, as Model.train tells it: a freezing schedule whose config leaves grad_freeze.total_steps out is made
-    # for the run's updates (else 65536 would be assumed), and the frozen-prefix cache judges whether it pays by the
-    # steps of an epoch.
+    # for the run's updates (else 65536 would be assumed), and a frozen-prefix cache, where switched on, judges
+    # whether it pays by the steps of an epoch.
     steps_per_epoch = len(x_train) // (args.batch_size * rank_count)
     updates = run_updates(args.epochs, steps_per_epoch, config.accumulation_steps)
     train_cell.fit_to_run(None if config.given("grad_freeze.total_steps") else updates, steps_per_epoch)

@@ -21,6 +21,7 @@ from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from ..distributed import ParallelInfo, make_grad_reducer
+from ..flat_vectors import flat_offsets, flatten, unflatten
 from ..rules import check, is_int
 from .pca import pca_matrix
 from .strategy import UpdateStrategy
@@ -56,11 +57,6 @@ def bfgs(bk, gk_last, sk, has_last, gk):
     updated = ops.matmul(ops.matmul(left, bk), ops.transpose(left, (1, 0))) \
         + ops.matmul(sk, ops.transpose(sk, (1, 0))) * inv
     return ops.select(curved, updated, bk)
-
-
-def _split(flat, offsets, shapes):
-    """Per-weight views of an (n, 1) vector."""
-    return tuple(ops.reshape(flat[start:end], shape) for start, end, shape in zip(offsets[:-1], offsets[1:], shapes))
 
 
 class DimReduce(UpdateStrategy):
@@ -120,13 +116,11 @@ class DimReduce(UpdateStrategy):
         for w in self.weights:
             if w.dtype != mstype.float32:
                 raise TypeError(f"For 'DimReduce', every weight must be float32, but '{w.name}' is {w.dtype}.")
-        self.shapes = [tuple(w.shape) for w in self.weights]
-        sizes = [int(np.prod(shape)) for shape in self.shapes]
-        self.offsets = [int(x) for x in np.cumsum([0] + sizes)]
+        self.offsets, total = flat_offsets(self.weights)
         pca = np.asarray(pca_mat_local)
-        if pca.shape != (n_components, self.offsets[-1]):
+        if pca.shape != (n_components, total):
             raise ValueError(f"For 'DimReduce', 'pca_mat_local' must have shape (n_components, weight elements) = "
-                             f"({n_components}, {self.offsets[-1]}), but got {pca.shape}.")
+                             f"({n_components}, {total}), but got {pca.shape}.")
         if pca.dtype.kind not in "fiu" or not np.all(np.isfinite(pca)):
             raise ValueError("For 'DimReduce', 'pca_mat_local' must hold finite real numbers (a non-finite direction "
                              f"would reach every weight), but got dtype {pca.dtype} with non-finite or non-real "
@@ -147,12 +141,12 @@ class DimReduce(UpdateStrategy):
         self.sk = Parameter(Tensor(np.zeros((n_components, 1)), mstype.float32), name="dim_reduce.sk",
                             requires_grad=False)
         self.has_last = Parameter(Tensor(False), name="dim_reduce.has_last", requires_grad=False)
-        self.momentum = ParameterTuple(Parameter(Tensor(np.zeros(shape, np.float32)), requires_grad=False,
+        self.momentum = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32)), requires_grad=False,
                                                  name="dim_reduce.momentum." + w.name)
-                                       for w, shape in zip(self.weights, self.shapes))
-        self.saved = ParameterTuple(Parameter(Tensor(np.zeros(shape, np.float32)), requires_grad=False,
+                                       for w in self.weights)
+        self.saved = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32)), requires_grad=False,
                                               name="dim_reduce.saved." + w.name)
-                                    for w, shape in zip(self.weights, self.shapes))
+                                    for w in self.weights)
 
     def _mean_loss(self, loss):
         loss = ops.cast(loss, mstype.float32)
@@ -175,12 +169,13 @@ class DimReduce(UpdateStrategy):
         if self.grad_reducer is not None:
             grads = self.grad_reducer(grads)
         old_loss = self._mean_loss(loss)
-        flat = ops.concat([ops.reshape(ops.cast(g, mstype.float32), (-1,)) for g in grads])
+        flat = flatten(self.hyper_map, grads)
         gk = ops.matmul(self.pca, ops.reshape(flat, (-1, 1)))
         bk = bfgs(self.bk, self.gk_last, self.sk, self.has_last, gk)
         dk = -ops.matmul(bk, gk)
         gd = ops.reduce_sum(gk * dk)
-        directions = _split(self.project_back(self.pca, dk), self.offsets, self.shapes)
+        directions = unflatten(self.hyper_map, ops.reshape(self.project_back(self.pca, dk), (-1,)), self.offsets,
+                               self.weights)
         saved = self.hyper_map(self.assign, self.saved, self.weights)
         inputs = ops.depend(inputs, saved)
         accepted = self._try(self.steps[0], old_loss, gd, directions, inputs)
@@ -192,7 +187,8 @@ class DimReduce(UpdateStrategy):
         ops.assign(self.sk, ops.select(accepted, step * dk, self.sk))
         ops.assign(self.gk_last, ops.select(accepted, gk, self.gk_last))
         ops.assign(self.has_last, ops.logical_or(self.has_last, accepted))
-        residuals = _split(ops.reshape(flat, (-1, 1)) - self.project_back(self.pca, gk), self.offsets, self.shapes)
+        residuals = unflatten(self.hyper_map, flat - ops.reshape(self.project_back(self.pca, gk), (-1,)), self.offsets,
+                              self.weights)
         updated = self.hyper_map(ops.partial(_final, self.gamma, self.alpha, step), self.weights, self.saved,
                                  self.momentum, residuals, directions)
         return ops.depend(loss, updated), self.one_update
