@@ -1,8 +1,8 @@
 """One flat float32 vector from a tuple of tensors, and the tensors back from it, inside a compiled step.
 
 Both go through ``HyperMap``, not a Python loop in ``construct``: MindSpore's graph compiler compiles a loop's body
-once per tensor, which cost about 40 ms a tensor on this machine's CPU (2 s for a ResNet's 47 weights, each way),
-where a ``HyperMap`` over the same tuple compiled in a tenth of that.
+once per tensor. For a ResNet's 47 weights on this machine's CPU, the loops compiled in 2.4 s (flatten) and 3.9 s
+(cut back), the ``HyperMap``s in 0.3 s and 1.1 s.
 """
 import numpy as np
 from mindspore import ops
