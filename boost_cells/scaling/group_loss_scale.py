@@ -20,20 +20,12 @@ from mindspore.train.loss_scale_manager import LossScaleManager
 
 from ..mindspore_internals import float32_flags, to_float_request
 from ..rules import check, check_scale_bounds
-from .loss_scale import DynamicLossScaleUpdate, check_scale_value, unscale_by
+from .loss_scale import DynamicLossScaleUpdate, check_scale_value
+from .overflow import zero_or_nan
 
 __all__ = ["GroupLossScaleManager", "GroupLossScale"]
 
 _NAME = "GroupLossScaleManager"
-
-
-_zero_or_nan = ops.MultitypeFuncGraph("zero_or_nan")
-
-
-@_zero_or_nan.register("Tensor")
-def _zero_or_nan_tensor(grad):
-    """float32 0 for a finite ``grad``, nan when it holds an inf or nan (see ``any_non_finite``)."""
-    return ops.cast((grad * 0).sum(), mstype.float32)
 
 
 class _ScaleGradient(nn.Cell):
@@ -213,7 +205,7 @@ class GroupLossScale(nn.Cell):
     Same contract as ``LossScale``. ``value()`` and ``scale_sense`` are 1, the gradient the backward pass starts
     from: the manager's calls inside the network apply the scales (so ``locate_overflow`` with that
     ``scale_sense`` sees the step's backward pass).
-    ``inverses`` and ``unscale`` divide each gradient by its group's scale. ``construct(overflow, grads)`` flags group g when one
+    ``inverses`` gives each gradient its group's ``1 / scale``. ``construct(overflow, grads)`` flags group g when one
     of its gradients is inf or nan (all-reduced across ranks), moves every scale by its own flag, and returns
     ``(any flag, scale of group 1)``, the reference's outputs. ``overflow`` is the target detector's flag for
     the whole step: when it is set but no group shows inf/nan (Ascend saturation mode, where values saturate
@@ -249,16 +241,13 @@ class GroupLossScale(nn.Cell):
     def inverses(self, value, grads):
         return ops.unstack(ops.gather(ops.reciprocal(self.scales), self.group_ids, 0))
 
-    def unscale(self, value, grads):
-        return self.hyper_map(unscale_by, self.inverses(value, grads), grads)
-
     def set_scale(self, sens):
         """Set every group's scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""
         value = check_scale_value("set_sense_scale", sens)
         self.scales.set_data(Tensor(np.full((self.count,), value, np.float32)))
 
     def construct(self, overflow, grads):
-        sums = ops.stack(self.hyper_map(_zero_or_nan, grads))
+        sums = ops.stack(self.hyper_map(zero_or_nan, grads))
         flags = ops.logical_not(ops.isfinite(ops.unsorted_segment_sum(sums, self.group_ids, self.count)))
         if self.all_reduce is not None:
             flags = self.all_reduce(ops.cast(flags, mstype.float32)) > 0

@@ -13,14 +13,6 @@ from .log2_loss_scale import Log2LossScaleUpdate
 
 __all__ = ["DynamicLossScaleUpdate", "HeldLossScale", "LossScale", "scale_sense_and_policy", "policy_from_config"]
 
-unscale_by = ops.MultitypeFuncGraph("unscale_by")
-
-
-@unscale_by.register("Tensor", "Tensor")
-def _unscale_tensor(inv_scale, grad):
-    return grad * ops.cast(inv_scale, grad.dtype)
-
-
 class DynamicLossScaleUpdate(nn.Cell):
     """Dynamic loss scale, clamped to ``[min_scale, max_scale]``, tolerating ``hysteresis - 1`` overflows.
 
@@ -135,7 +127,7 @@ class LossScale(nn.Cell):
     The part contract (shared with ``GroupLossScale``): ``value()`` is the float32 scalar the backward pass
     starts from; ``inverses(value, grads)`` is each gradient's ``1 / scale`` (a tuple of scalars, one per gradient),
     by which the overflow detector unscales and checks the gradients in one pass (``unscale_and_check``);
-    ``unscale(value, grads)`` divides every gradient by its scale; ``construct(overflow, grads)`` runs
+    ``construct(overflow, grads)`` runs
     the policy on this step's overflow flag and returns ``(overflow, scale)``: the flag that decides the skip and
     a copy of the scale after the update; ``set_scale(sens)`` sets the scale by hand.
 
@@ -149,7 +141,6 @@ class LossScale(nn.Cell):
     def __init__(self, scale_sense):
         super().__init__(auto_prefix=False)
         self.scale_sense, self.policy = scale_sense_and_policy(scale_sense)
-        self.hyper_map = ops.HyperMap()
         self.identity = ops.Identity()
 
     def value(self):
@@ -157,9 +148,6 @@ class LossScale(nn.Cell):
 
     def inverses(self, value, grads):
         return (ops.reciprocal(value),) * len(grads)
-
-    def unscale(self, value, grads):
-        return self.hyper_map(unscale_by, self.inverses(value, grads), grads)
 
     def set_scale(self, sens):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0)."""
@@ -193,9 +181,6 @@ class HeldLossScale(nn.Cell):
 
     def inverses(self, value, grads):
         return self.owner.inverses(value, grads)
-
-    def unscale(self, value, grads):
-        return self.owner.unscale(value, grads)
 
     def construct(self, overflow, grads):
         return overflow, self.identity(self.scale_sense)

@@ -18,23 +18,21 @@ from mindspore.common import dtype as mstype
 from ..mindspore_internals import ascend_uses_float_status, npu_clear_float_status, npu_get_float_status
 
 __all__ = ["FiniteCheck", "NPUFloatStatusCheck", "UnscaleThenCheck", "make_overflow_detector", "any_non_finite",
-           "with_unscale"]
+           "unscale_by", "with_unscale", "zero_or_nan"]
 
-_unscale = ops.MultitypeFuncGraph("unscale")
-_unscale_and_probe = ops.MultitypeFuncGraph("unscale_and_probe")
-
-
-@_unscale.register("Tensor", "Tensor")
-def _unscale_tensor(inverse, grad):
-    return grad * ops.cast(inverse, grad.dtype)
+unscale_by = ops.MultitypeFuncGraph("unscale_by")
+zero_or_nan = ops.MultitypeFuncGraph("zero_or_nan")
 
 
-@_unscale_and_probe.register("Tensor", "Tensor")
-def _unscale_and_probe_tensor(inverse, grad):
-    """``(grad * inverse, sum(grad * inverse * 0))``: the unscaled gradient and its probe, exactly 0 when it is
-    finite and nan otherwise (``any_non_finite``'s rule), from one expression over the gradient."""
-    unscaled = grad * ops.cast(inverse, grad.dtype)
-    return unscaled, (unscaled * 0).sum()
+@unscale_by.register("Tensor", "Tensor")
+def _unscale_tensor(inv_scale, grad):
+    return grad * ops.cast(inv_scale, grad.dtype)
+
+
+@zero_or_nan.register("Tensor")
+def _zero_or_nan_tensor(grad):
+    """float32 0 for a finite ``grad``, nan when it holds an inf or nan (``any_non_finite``'s rule)."""
+    return ops.cast((grad * 0).sum(), mstype.float32)
 
 
 def any_non_finite(tensors):
@@ -79,11 +77,10 @@ class FiniteCheck(nn.Cell):
 
     def unscale_and_check(self, status, grads, inverses):
         if self.use_all_finite_kernel:
-            grads = self.hyper_map(_unscale, inverses, grads)
+            grads = self.hyper_map(unscale_by, inverses, grads)
             return grads, self.construct(status, grads)
-        pairs = self.hyper_map(_unscale_and_probe, inverses, grads)
-        grads = tuple(pair[0] for pair in pairs)
-        probe = ops.addn([pair[1] for pair in pairs])
+        grads = self.hyper_map(unscale_by, inverses, grads)
+        probe = ops.addn(self.hyper_map(zero_or_nan, grads))
         return grads, self._agreed(ops.logical_not(ops.isfinite(probe)))
 
 
@@ -128,7 +125,7 @@ class NPUFloatStatusCheck(nn.Cell):
 
     def unscale_and_check(self, status, grads, inverses):
         overflow = self.construct(status, grads)
-        return self.hyper_map(_unscale, inverses, grads), overflow
+        return self.hyper_map(unscale_by, inverses, grads), overflow
 
 
 class UnscaleThenCheck(nn.Cell):
@@ -151,7 +148,7 @@ class UnscaleThenCheck(nn.Cell):
         return self.detector(status, grads)
 
     def unscale_and_check(self, status, grads, inverses):
-        grads = self.hyper_map(_unscale, inverses, grads)
+        grads = self.hyper_map(unscale_by, inverses, grads)
         return grads, self.detector(status, grads)
 
 
