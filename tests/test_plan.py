@@ -98,5 +98,5 @@ def test_the_plan_follows_the_rules_of_the_sequences():
     assert continuous.for_run(7) is continuous
     auto = FreezePlan.from_section(dict(section, freeze_type="auto"))
     assert (auto.criterion.interval, auto.criterion.warmup, auto.first_frozen_update) == (5, 30, 31)
-    assert auto.trained_from == (0, 1, 2, 3) and auto.frozen_levels == (1, 2, 3)
+    assert auto.trained_from == (0, 3) and auto.frozen_levels == (3,)
     assert auto.train_from(40) is None and auto.for_run(1000).criterion.warmup == 300

@@ -132,14 +132,19 @@ class FreezePlan:
 
     @functools.cached_property
     def trained_from(self):
-        """Every first trained group an update can have: only the steps that train from these compile."""
-        return tuple(range(self.groups)) if self.kind == "auto" else tuple(sorted(set(self.sequence)))
+        """Every first trained group an update can have: only the steps that train from these compile. The
+        automatic schedule has two: every group, and the head alone (it freezes the whole front at once)."""
+        if self.kind == "auto":
+            return tuple(sorted({0, self.groups - 1}))
+        return tuple(sorted(set(self.sequence)))
 
     @functools.cached_property
     def frozen_levels(self):
         """Every number above 0 of leading groups frozen for good the schedule can reach: the frozen-prefix cache
         builds a step for each."""
-        return tuple(range(1, self.groups)) if self.kind == "auto" else tuple(sorted(set(self.floors) - {0}))
+        if self.kind == "auto":
+            return (self.groups - 1,) if self.groups > 1 else ()
+        return tuple(sorted(set(self.floors) - {0}))
 
     def position(self, update):
         """The sequence entry of ``update`` (updates applied before it, from 0)."""

@@ -14,9 +14,9 @@ serves the switch and the frozen-prefix cache through one small contract:
   ``fit(plan)`` (host, before the first step) makes it follow the same plan made for another run length.
 
 Two schedules: ``SequenceSchedule`` walks a sequence of group indices drawn in advance (the continuous, interval and
-progressive types), ``AutoSchedule`` freezes settled front groups for good (type 3, "auto"), deciding in the graph
-every ``interval`` updates. Neither reads anything on the host during a step, so either holds however MindSpore
-calls the train cell: directly, nested in another Cell's graph (dataset sink mode), or from a subclass's
+progressive types), ``AutoSchedule`` freezes the whole front for good once it has settled (type 3, "auto"), deciding
+in the graph every ``interval`` updates. Neither reads anything on the host during a step, so either holds however
+MindSpore calls the train cell: directly, nested in another Cell's graph (dataset sink mode), or from a subclass's
 ``construct``.
 """
 import numpy as np
@@ -79,24 +79,26 @@ class SequenceSchedule(nn.Cell):
 
 
 class AutoSchedule(nn.Cell):
-    """Front groups freeze for good once their weights have settled (``grad_freeze.freeze_type`` 3, "auto"),
-    decided in the graph.
+    """The front (every group but the head) freezes for good once its weights have settled
+    (``grad_freeze.freeze_type`` 3, "auto"), decided in the graph.
 
     The evidence is how far each segment's weights moved over the last decision interval, against their size, per
     100 updates: ``displacement[g] = |w_g - s_g| / |w_g| * 100 / interval`` over segment ``g``'s weights ``w_g``
     (segment ``g``: the parameters that group ``g`` has and group ``g + 1`` has not) and their copy ``s_g`` taken at
     the previous decision. Per 100 updates, so that a run whose intervals are a few updates long is held to the same
     rate as a long one. A segment whose weights still move (a network learning from scratch, a deep layer adapting
-    to new classes in a fine-tuning) keeps training; one that barely moves any more (a pretrained front, the front of a network past its
-    first epochs) has settled. The displacement is what freezing takes away: the weights stop where they are, and
-    the rest of the network trains on their outputs.
+    to new classes in a fine-tuning) keeps training; one that barely moves any more (a pretrained front, the front of
+    a network past its first epochs) has settled. The displacement is what freezing takes away: the weights stop
+    where they are, and the rest of the network trains on their outputs.
 
     - Every ``interval`` updates (the intervals end where ``updates - warmup`` is a multiple of ``interval``, so the
       first decision that may freeze comes exactly at the end of the warm-up) it measures every segment's
       displacement and takes the copies again. A segment has settled when its displacement stayed below
-      ``threshold`` over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on, the
-      leading trained segments that have settled freeze, all at once: ``frozen`` becomes the first segment from
-      ``frozen`` on that has not settled. The head (the last group) never freezes. The work runs only at a decision
+      ``threshold`` over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on, once
+      every segment but the head's has settled, the whole front freezes at once: ``frozen`` becomes the head's
+      group, which never freezes. One frozen level, not one per group: each level is a branch of the compiled step
+      that costs a compile (about 1 s here, issue 26), and the fronts measured here settled together, so the levels
+      between compiled and never ran. A front where one segment still moves waits. The work runs only at a decision
       (a branch of the compiled step, over each segment's weights flattened into one vector, so the branch compiles
       small), a step between decisions costs a counter, and no step reads anything on the host.
     - Data-parallel, every rank holds the same weights, so every rank measures the same displacements and decides
@@ -127,6 +129,7 @@ class AutoSchedule(nn.Cell):
         self.displacement = Parameter(Tensor(-np.ones(self.groups, np.float32)), name="grad_freeze.displacement",
                                       requires_grad=False)
         self.group_ids = Tensor(np.arange(self.groups, dtype=np.int32))
+        self.head = _int32(self.groups - 1)
         self.zero = Tensor(0.0, mstype.float32)
         self.hyper_map = ops.HyperMap()
         segments = [[w for w in weights if self.segment_of[id(w)] == g] for g in range(self.groups - 1)]
@@ -165,13 +168,11 @@ class AutoSchedule(nn.Cell):
     def _decide(self, updates):
         displacement, taken = self._displacements()
         previous = self.displacement + 0.0
-        settled = ops.logical_and(ops.logical_and(displacement < self.threshold, self.group_ids < self.groups - 1),
-                                  ops.logical_and(previous >= 0.0, previous < self.threshold))
-        # The new front: the first segment from ``frozen`` on that has not settled (at most the head).
-        unsettled = ops.logical_and(ops.logical_not(settled), self.group_ids >= self.frozen)
-        front = ops.reduce_min(ops.select(unsettled, self.group_ids, ops.fill(mstype.int32, (self.groups,),
-                                                                               self.groups - 1)))
-        front = ops.select(updates >= self.warmup, front, self.frozen + 0)
+        settled = ops.logical_and(ops.logical_and(displacement < self.threshold, previous >= 0.0),
+                                  previous < self.threshold)
+        # The whole front (every segment but the head's) freezes once all of it has settled, from the warm-up on.
+        front_settled = ops.all(ops.logical_or(settled, self.group_ids == self.groups - 1))
+        front = ops.select(ops.logical_and(front_settled, updates >= self.warmup), self.head, self.frozen + 0)
         frozen = ops.assign(self.frozen, ops.depend(front, taken))
         return ops.depend(frozen, ops.assign(self.displacement, displacement))
 
