@@ -144,11 +144,12 @@ def _automatic_lines(plan, name, start):
     return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
             "the decision before (displacement: |w - w_before| / |w| per 100 updates); a group whose displacement "
             f"stayed below auto_threshold {criterion.threshold:g} over the last two intervals has settled, and the "
-            "leading trained groups that have settled freeze for good, all at once (a pretrained front can freeze at "
-            "the first decisions after the warm-up, a front still learning waits); the last group (the head) never "
-            "freezes. It keeps a copy of the weights outside the head (their memory once more).",
+            "whole front (every group but the last, the head, which never freezes) freezes for good at once when all "
+            "of it has settled (a pretrained front can freeze at the first decisions after the warm-up, a front "
+            "still learning waits): one frozen level, so one more step compiles. It keeps a copy of the weights "
+            "outside the head (their memory once more).",
             f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
-            "freeze the leading groups that have settled."]
+            "freeze the front."]
 
 
 def _schedule_lines(plan):
@@ -350,7 +351,7 @@ def _adasum_compiles(plan):
     if plan.section["cache_frozen_prefix"] and plan.freeze.freezes_for_good:
         return ("its step graphs compile as the steps that use them first run: the full step's at the first step, a "
                 "frozen level's when the schedule first reaches it, so a run compiles one per level it reaches (the "
-                "automatic schedule reaches several at once where their groups settle together).")
+                "automatic schedule has one frozen level: the whole front).")
     return (f"the freezing switch compiles every level's AdaSum step at the first step "
             f"({_plural(len(plan.freeze.trained_from), 'level')}); a short run pays that up front.")
 

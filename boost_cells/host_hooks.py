@@ -85,7 +85,7 @@ class PrefixCacheRoute:
     row) up in the cache (``FrozenPrefixCache``: the outputs of the stages before group ``k``, fingerprinted) and
     runs ``cached[k]`` on those outputs and the other inputs; with ``k = 0`` it runs ``uncached[0]`` (the full step)
     on the batch, with no host copy of it. Each step compiles when it first runs, so only the levels the schedule
-    reaches compile (the automatic schedule reaches several at once where their groups settle together).
+    reaches compile (the automatic schedule has one frozen level: the whole front, at once).
 
     Where the cache cannot pay on the run at hand it drops itself (``drop_cache``), with one warning that says why,
     and the route goes on with ``uncached[k]``: the frozen prefix runs inside the compiled step, with no host copy of

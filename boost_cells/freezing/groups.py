@@ -40,7 +40,7 @@ class GradientFreeze:
 
     Args:
         param_groups (int): number of train groups, >= 1. freeze_type (int): 0 continuous, 1 interval, 2
-            progressive (see ``freeze_index_sequence``), 3 or "auto": front groups freeze for good once converged
+            progressive (see ``freeze_index_sequence``), 3 or "auto": the front freezes for good once settled
             (``boost_cells.freezing.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of steps
             that train every group. total_steps (int): the run's optimizer updates, >= 1 (``Model.train`` sets it
             from its run; a train cell whose config left it out says at its first call that it assumes 65536,
