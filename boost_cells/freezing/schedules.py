@@ -128,7 +128,7 @@ class AutoSchedule(nn.Cell):
         self.updates = Parameter(_int32(0), name="grad_freeze.updates", requires_grad=False)
         self.displacement = Parameter(Tensor(-np.ones(self.groups, np.float32)), name="grad_freeze.displacement",
                                       requires_grad=False)
-        self.group_ids = Tensor(np.arange(self.groups, dtype=np.int32))
+        self.is_head = Tensor(np.arange(self.groups) == self.groups - 1)
         self.head = _int32(self.groups - 1)
         self.zero = Tensor(0.0, mstype.float32)
         self.hyper_map = ops.HyperMap()
@@ -171,7 +171,7 @@ class AutoSchedule(nn.Cell):
         settled = ops.logical_and(ops.logical_and(displacement < self.threshold, previous >= 0.0),
                                   previous < self.threshold)
         # The whole front (every segment but the head's) freezes once all of it has settled, from the warm-up on.
-        front_settled = ops.all(ops.logical_or(settled, self.group_ids == self.groups - 1))
+        front_settled = ops.all(ops.logical_or(settled, self.is_head))
         front = ops.select(ops.logical_and(front_settled, updates >= self.warmup), self.head, self.frozen + 0)
         frozen = ops.assign(self.frozen, ops.depend(front, taken))
         return ops.depend(frozen, ops.assign(self.displacement, displacement))
