@@ -91,7 +91,7 @@ SCHEMA = MappingProxyType({
     "boost": _fields(mode="auto", **{name: _Field(False, rule="feature_switch") for name in FEATURES}),
     "common": _fields(gradient_split_groups=[50, 100], device_number=8, grad_accumulation_step=1),
     "less_bn": _fields(fn_flag=True, gc_flag=True),
-    "grad_freeze": _fields(param_groups=10, freeze_type=1, freeze_p=0.7, total_steps=65536, seed=0,
+    "grad_freeze": _fields(param_groups=10, freeze_type="auto", freeze_p=0.7, total_steps=65536, seed=0,
                            auto_interval_share=0.05, auto_warmup_share=0.1, auto_threshold=0.4,
                            cache_frozen_prefix=False, cache_max_mb=2048),
     "grad_accumulation": _fields(grad_accumulation_step=1),

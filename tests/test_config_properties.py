@@ -83,7 +83,7 @@ SPEC = {
     "common": {"gradient_split_groups": ([50, 100], split_groups), "device_number": (8, int_at_least(1)),
                "grad_accumulation_step": (1, int_at_least(1, INT32_MAX))},
     "less_bn": {"fn_flag": (True, is_bool), "gc_flag": (True, is_bool)},
-    "grad_freeze": {"param_groups": (10, int_at_least(1)), "freeze_type": (1, one_of(0, 1, 2)),
+    "grad_freeze": {"param_groups": (10, int_at_least(1)), "freeze_type": ("auto", one_of(0, 1, 2, 3, "auto")),
                     "freeze_p": (0.7, number_in(0, 1)), "total_steps": (65536, int_at_least(1, INT32_MAX)),
                     "seed": (0, int_at_least(0, SEED_MAX))},
     "grad_accumulation": {"grad_accumulation_step": (1, int_at_least(1, INT32_MAX))},
@@ -168,7 +168,7 @@ def valid_value(section, key):
         candidates = st.booleans()
     elif isinstance(default, str) or key == "freeze_type":
         candidates = st.sampled_from({"mode": ["auto", "manual", "enable_all", "disable_all"],
-                                     "type": ["dynamic", "static", "log2"], "freeze_type": [0, 1, 2]}[key])
+                                     "type": ["dynamic", "static", "log2"], "freeze_type": [0, 1, 2, 3, "auto"]}[key])
     elif default is None:
         candidates = st.one_of(st.none(), st.text(max_size=8))
     elif key == "gradient_split_groups":
