@@ -26,7 +26,7 @@ from . import rules
 from .rules import MAX_LOSS_SCALE, check_scale_bounds
 
 __all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds",
-           "latest_config", "reset_latest_config", "set_latest_config", "warn_user"]
+           "freeze_keys_unread", "latest_config", "reset_latest_config", "set_latest_config", "warn_user"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -105,6 +105,40 @@ SCHEMA = MappingProxyType({
 # The loss_scale keys that only one policy type reads; setting one of them for another type is an error.
 _LOSS_SCALE_TYPE_KEYS = MappingProxyType({"factor": ("dynamic",), "window": ("dynamic",), "hysteresis": ("dynamic",),
                                           "inc": ("log2",), "dec": ("log2",)})
+
+
+# The grad_freeze keys that only some schedules read (freeze_type: 0 continuous, 1 interval, 2 progressive, 3 auto).
+_FREEZE_TYPE_KEYS = MappingProxyType({"freeze_p": (0, 1, 2), "seed": (1,), "auto_interval_share": (3,),
+                                      "auto_warmup_share": (3,), "auto_threshold": (3,)})
+_FREEZE_TYPE_NAMES = ("continuous", "interval", "progressive", "automatic")
+
+
+def freeze_keys_unread(freeze):
+    """The 'grad_freeze' keys that the schedule of ``freeze`` (a validated section) does not read: ``{key: (the
+    schedule's name, the names of the schedules that read it)}``."""
+    schedule = 3 if freeze["freeze_type"] == "auto" else freeze["freeze_type"]
+    return {key: (_FREEZE_TYPE_NAMES[schedule], tuple(_FREEZE_TYPE_NAMES[t] for t in types))
+            for key, types in _FREEZE_TYPE_KEYS.items() if schedule not in types}
+
+
+def _warn_unread_freeze_keys(freeze, given):
+    """Warn for each key of ``given`` (the user's 'grad_freeze' section) set away from its default that the schedule
+    of ``freeze`` (the validated section) does not read: likely a config written for another schedule, such as a
+    reference config that sets ``freeze_p`` and relies on the reference's default schedule (interval, 1)."""
+    for key, (schedule, readers) in freeze_keys_unread(freeze).items():
+        if key in given and freeze[key] != SCHEMA["grad_freeze"][key].default:
+            default = "" if "freeze_type" in given else \
+                "; the default here when 'grad_freeze.freeze_type' is left out, where the reference's is 1, interval"
+            _warn(f"'grad_freeze.{key}' ({freeze[key]!r}) is read by the {_names(readers)} only, and this config "
+                  f"freezes with the {schedule} one (freeze_type {freeze['freeze_type']!r}{default}), so it has no "
+                  "effect. Set 'grad_freeze.freeze_type' to the schedule it was written for.")
+
+
+def _names(schedules):
+    """The schedules named in a sentence: "interval schedule", "continuous, interval and progressive schedules"."""
+    if len(schedules) == 1:
+        return f"{schedules[0]} schedule"
+    return f"{', '.join(schedules[:-1])} and {schedules[-1]} schedules"
 
 
 def _fail(path, allowed, got):
@@ -207,7 +241,8 @@ class BoostConfig:
 
     Warns:
         BoostConfigWarning: a switch that a non-manual mode ignores, 'dim_reduce' switching other features off,
-            two differing accumulation step counts, accumulation over one step.
+            two differing accumulation step counts, accumulation over one step, a 'grad_freeze' key set that
+            the config's freezing schedule does not read.
     """
 
     def __init__(self, raw):
@@ -222,6 +257,8 @@ class BoostConfig:
             _warn("'grad_accumulation' is on with 'grad_accumulation_step' 1: one micro-step per update, the same as "
                   "no accumulation, so no accumulation buffers are built. Set the step count to k >= 2 to "
                   "accumulate k micro-batches per update.")
+        if features["grad_freeze"]:
+            _warn_unread_freeze_keys(sections["grad_freeze"], raw.get("grad_freeze", {}))
         scale = sections["loss_scale"]
         for key, types in _LOSS_SCALE_TYPE_KEYS.items():
             if key in raw.get("loss_scale", {}) and scale[key] != SCHEMA["loss_scale"][key].default \

@@ -22,7 +22,7 @@ import dataclasses
 import json
 from types import MappingProxyType
 
-from .config import FEATURES, BoostConfig
+from .config import FEATURES, BoostConfig, freeze_keys_unread
 from .freezing.plan import FreezePlan, run_updates
 from .rules import check
 from .updates.adasum import adasum_groups
@@ -439,6 +439,7 @@ def _feature_lines(plan, workers):
 def _differing_lines(config):
     """Each key the config gives whose value differs from its level's default config (switches as resolved)."""
     ours, default = config.to_dict(), BoostConfig.level(config.level_name).to_dict()
+    unread = freeze_keys_unread(config.section("grad_freeze"))
     lines = []
     for section, values in default.items():
         if section == "level":
@@ -449,6 +450,8 @@ def _differing_lines(config):
                 continue
             feature = _READ_BY.get(path, section)
             unused = f" (not used: '{feature}' is off)" if feature in FEATURES and not config.enabled(feature) else ""
+            if not unused and section == "grad_freeze" and key in unread:
+                unused = f" (not used: the {unread[key][0]} schedule does not read it)"
             lines.append(f"  {path}: {_json(ours[section][key])} (default {_json(value)}){unused}")
     head = f"keys that differ from level {config.level_name}'s defaults:"
     return [head + (" none." if not lines else "")] + lines

@@ -298,3 +298,29 @@ def test_config_refuses_counts_its_int32_state_cannot_hold(doc, path):
     edge = {section: {key: (2 ** 32 - 1 if key == "seed" else 2 ** 31 - 1) for key in keys}
             for section, keys in doc.items()}
     BoostConfig.from_dict(edge)
+
+
+@pytest.mark.parametrize("grad_freeze, key, schedule", [
+    ({"freeze_p": 0.5}, "freeze_p", "the automatic one (freeze_type 'auto'; the default here"),
+    ({"freeze_type": 0, "seed": 3}, "seed", "the continuous one (freeze_type 0)"),
+    ({"freeze_type": 1, "auto_threshold": 0.3}, "auto_threshold", "the interval one (freeze_type 1)"),
+])
+def test_a_freeze_key_the_schedule_does_not_read_warns(grad_freeze, key, schedule):
+    """A reference config that sets freeze_p and leaves freeze_type out meant the reference's default schedule
+    (interval); here the default is the automatic one, which does not read freeze_p: a warning names the key, the
+    schedule it got and freeze_type. Any key read only by other schedules warns the same way."""
+    with pytest.warns(BoostConfigWarning, match=re.escape(f"'grad_freeze.{key}'") + ".*" + re.escape(schedule)
+                      + ".*Set 'grad_freeze.freeze_type'"):
+        BoostConfig.from_dict({"level": "O1", "grad_freeze": grad_freeze})
+
+
+@pytest.mark.parametrize("config", [
+    {"level": "O1", "grad_freeze": {"freeze_type": 1, "freeze_p": 0.5, "seed": 3}},   # the schedule reads them
+    {"level": "O1", "grad_freeze": {"freeze_p": 0.7, "seed": 0}},                     # at their defaults
+    {"level": "O0", "grad_freeze": {"freeze_p": 0.5}},                                # freezing is off
+])
+def test_freeze_keys_the_schedule_reads_or_that_are_unused_do_not_warn(config, recwarn):
+    """No warning where the key is read, left at its default (the full config files list every key) or freezing is
+    off."""
+    BoostConfig.from_dict(config)
+    assert not [w for w in recwarn if issubclass(w.category, BoostConfigWarning)]

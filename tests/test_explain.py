@@ -217,8 +217,10 @@ def test_where_total_steps_comes_from():
 
 def test_keys_that_differ_from_the_levels_default():
     """A key the config leaves out is not "different", nor one equal to the level's default, nor a switch that
-    mode 'auto' ignores; a key read by a feature that is off is marked as not used."""
-    with pytest.warns(UserWarning, match="ignores the switches"):
+    mode 'auto' ignores; a key read by a feature that is off, or by a schedule the config does not use (freeze_p
+    with the automatic schedule, the default), is marked as not used."""
+    with pytest.warns(UserWarning, match="ignores the switches"), \
+            pytest.warns(UserWarning, match="'grad_freeze.freeze_p' .* is read by the continuous, interval and"):
         config = BoostConfig.from_dict({"level": "O1", "boost": {"adasum": True, "less_bn": True},
                                         "common": {"device_number": 4},
                                         "grad_freeze": {"param_groups": 10, "freeze_p": 0.5},
@@ -226,7 +228,8 @@ def test_keys_that_differ_from_the_levels_default():
     lines = explain(config)
     start = lines.index("keys that differ from level O1's defaults:")
     assert lines[start + 1:start + 4] == ["  common.device_number: 4 (default 8) (not used: 'adasum' is off)",
-                                          "  grad_freeze.freeze_p: 0.5 (default 0.7)",
+                                          "  grad_freeze.freeze_p: 0.5 (default 0.7) (not used: the automatic "
+                                          "schedule does not read it)",
                                           "  dim_reduce.n_components: 8 (default 32) (not used: 'dim_reduce' is off)"]
     assert not lines[start + 4].startswith("  ")
 
