@@ -112,7 +112,7 @@ VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
             "O1-nofreeze": {"boost": {"mode": "manual", "grad_freeze": False}},
             "O1-nolessbn": {"boost": {"mode": "manual", "less_bn": False}},
             "O1-threshold0.3": {"grad_freeze": {"auto_threshold": 0.3}},
-            "O1-groups3": {"grad_freeze": {"param_groups": 3}}}
+            "O1-groups4": {"grad_freeze": {"param_groups": 4}}}
 
 
 def boost_config(arm):
