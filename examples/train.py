@@ -3,7 +3,7 @@ train cell.
 
 ``--network`` picks the network; left out, the config picks it (``pick_network``): ResNet when the config switches
 ``less_bn`` on (LeNet has no BatchNorm to remove) or when its gradient freezing cannot split LeNet (2 layers, fewer
-than the 4 groups of the level configs O1.json and O2.json; no stages for a frozen-prefix cache); LeNet otherwise. An
+than the 3 groups of the level configs O1.json and O2.json; no stages for a frozen-prefix cache); LeNet otherwise. An
 explicit ``--network`` that the config's freezing cannot split is refused before anything is built.
 
 The network and optimizer go through ``AutoBoost.network_auto_process_train`` (LessBN and gradient

@@ -24,7 +24,7 @@ def loss():
 
 def network():
     """Eight Dense layers: every shipped config's freezing can split it, with or without LessBN (the reference's
-    layering pairs Dense layers: 4 layers for O1.json's 4 groups, and LessBN's head adds one)."""
+    layering pairs Dense layers: 4 layers, more than O1.json's 3 groups, and LessBN's head adds one)."""
     return nn.SequentialCell([nn.Dense(16, 32, activation="relu")]
                              + [nn.Dense(32, 32, activation="relu") for _ in range(6)] + [nn.Dense(32, 2)])
 

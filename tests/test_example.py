@@ -70,7 +70,7 @@ def test_the_config_picks_a_network_it_can_split(config, network):
 
 
 def test_a_network_the_config_cannot_split_is_refused_naming_the_flag(tmp_path, capsys):
-    """--network lenet with O1.json (4 groups; LeNet has 2 layers) or with a frozen-prefix cache (LeNet has no
+    """--network lenet with O1.json (3 groups; LeNet has 2 layers) or with a frozen-prefix cache (LeNet has no
     stages) fails before anything is built, telling the user to use --network resnet; a config that neither network
     suits says what to change."""
     raw = json.loads((ROOT / "configs" / "grad_freeze.json").read_text())

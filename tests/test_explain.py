@@ -55,8 +55,8 @@ def freeze(**grad_freeze):
 SHIPPED = {
     "O0.json": ["level O0;", "Nothing is on: the train cell is a plain training step",
                 "keys that differ from level O0's defaults: none."],
-    "O1.json": ["level O1;", "on: less_bn, grad_freeze;", "grad_freeze.param_groups: 4 (default 10)",
-                "the automatic schedule (freeze_type \"auto\")", "4 nested suffixes",
+    "O1.json": ["level O1;", "on: less_bn, grad_freeze;", "grad_freeze.param_groups: 3 (default 10)",
+                "the automatic schedule (freeze_type \"auto\")", "3 nested suffixes",
                 "total_steps: left out, so Model.train sets it from the run: 528 updates.",
                 "nothing freezes before update 54 of 528 (epoch 2 of 12): the first 53 updates",
                 "a decision every 26 updates", "one frozen level, so one more step compiles",
