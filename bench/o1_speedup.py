@@ -15,7 +15,8 @@ What is measured: the config path only, nothing wired by hand. Every arm is
 - stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0); with ``--arms``, also
   ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets) and
   ``O1-cache`` / ``O1-nofreeze`` / ``O1-nolessbn`` (``configs/O1.json`` with one feature changed) and
-  ``O1-threshold0.3`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` 0.3 instead of 0.4);
+  ``O1-threshold0.3`` / ``O1-groups4`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` 0.3 instead of 0.4,
+  or with the 4 groups it gave before 4a1b85b instead of 3);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
   (level O2, a dict built from ``configs/O2.json`` with one change, ``common.device_number`` set to 1, so that
   AdaSum runs across the 2 workers as 2 groups of 1 device) against plain data-parallel (``configs/O0.json``).
@@ -402,7 +403,8 @@ def main():
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
                         "configs/O1.json with the frozen-prefix cache on; O1-nofreeze, O1-nolessbn: configs/O1.json "
-                        "with that feature left out; O1-threshold0.3: configs/O1.json with auto_threshold 0.3")
+                        "with that feature left out; O1-threshold0.3, O1-groups4: configs/O1.json with "
+                        "auto_threshold 0.3, with param_groups 4")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
