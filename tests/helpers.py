@@ -370,9 +370,10 @@ def state(cell):
 def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, **sections):
     """A boost config dict with gradient freezing (and any further sections, e.g. accumulation's); ``freeze_p`` only
     for the schedules that read it (not the automatic one, where it would warn)."""
+    from boost_cells.freezing.sequences import is_automatic  # pylint: disable=import-outside-toplevel
     config = {"boost": {"mode": "manual", "grad_freeze": True},
               "grad_freeze": {"param_groups": param_groups, "freeze_type": freeze_type, "total_steps": total_steps}}
-    if freeze_type not in (3, "auto"):
+    if not is_automatic(freeze_type):
         config["grad_freeze"]["freeze_p"] = freeze_p
     for name, section in sections.items():
         if name == "boost":

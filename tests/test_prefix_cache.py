@@ -14,6 +14,7 @@ from mindspore import Tensor, nn
 import boost_cells.model
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model, build_train_network
 from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
+from boost_cells.freezing.sequences import is_automatic
 from tests.helpers import DataWrapperStandIn, weights_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ def data(n=24, seed=1):
 def cache_config(cache=True, freeze_type=2, **grad_freeze):
     """Progressive freezing of 3 groups (stem, second conv, head) over 10 steps: trains everything for steps 0-2,
     from group 1 for steps 3-5 (the first stage frozen for good) and from group 2 from step 6 on."""
-    read_by_schedule = {} if freeze_type in (3, "auto") else {"freeze_p": 0.3}
+    read_by_schedule = {} if is_automatic(freeze_type) else {"freeze_p": 0.3}
     return {"boost": {"mode": "manual", "grad_freeze": True},
             "grad_freeze": {"param_groups": 3, "freeze_type": freeze_type, "total_steps": 10, **read_by_schedule,
                             "cache_frozen_prefix": cache, **grad_freeze}}
