@@ -14,7 +14,7 @@ What is measured: the config path only, nothing wired by hand. Every arm is
 
 - stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0); with ``--arms``, also
   ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets) and
-  ``O1-cache`` / ``O1-nofreeze`` / ``O1-nolessbn`` (``configs/O1.json`` with one feature changed) and
+  ``O1-cache`` / ``O1-lessbn`` (``configs/O1.json`` with the frozen-prefix cache, or LessBN, switched on) and
   ``O1-threshold0.3`` / ``O1-groups4`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` 0.3 instead of 0.4,
   or with the 4 groups it gave before 4a1b85b instead of 3);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
@@ -110,8 +110,7 @@ def workload_data(workload, classes=None):
 
 # configs/O1.json with one feature or setting changed (its card in docs/choosing-a-level.md): arm name -> the change.
 VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
-            "O1-nofreeze": {"boost": {"mode": "manual", "grad_freeze": False}},
-            "O1-nolessbn": {"boost": {"mode": "manual", "less_bn": False}},
+            "O1-lessbn": {"boost": {"less_bn": True}},
             "O1-threshold0.3": {"grad_freeze": {"auto_threshold": 0.3}},
             "O1-groups4": {"grad_freeze": {"param_groups": 4}}}
 
@@ -402,8 +401,8 @@ def main():
                         help="epochs per arm and round (default: 12; 8 for finetune)")
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
-                        "configs/O1.json with the frozen-prefix cache on; O1-nofreeze, O1-nolessbn: configs/O1.json "
-                        "with that feature left out; O1-threshold0.3, O1-groups4: configs/O1.json with "
+                        "configs/O1.json with the frozen-prefix cache on; O1-lessbn: configs/O1.json with "
+                        "LessBN switched on (the reference's O1); O1-threshold0.3, O1-groups4: configs/O1.json with "
                         "auto_threshold 0.3, with param_groups 4")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")

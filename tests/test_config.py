@@ -129,14 +129,15 @@ def test_file_errors(tmp_path):
 def test_shipped_configs_spell_out_every_key(path):
     """Every key is written out, but the level configs (O1.json, O2.json) leave ``grad_freeze.total_steps`` to the
     run: ``Model.train`` sets it from its epochs and dataset, so their automatic schedule's shares are of this run.
-    A level config switches on exactly its level's features."""
+    A level config switches on its level's features but LessBN, which they leave off (``boost.mode`` manual): on
+    this CPU it cost every benchmark workload time and kept no accuracy the files lose without it."""
     raw = json.loads(path.read_text())
     config = BoostConfig.from_file(path)
     expected = config.to_dict()
     if path.stem in LEVELS and path.stem != "O0":
         del expected["grad_freeze"]["total_steps"]
         assert not config.given("grad_freeze.total_steps")
-        assert dict(config.features) == dict(LEVELS[path.stem])
+        assert dict(config.features) == {**LEVELS[path.stem], "less_bn": False}
     assert raw == expected
 
 
