@@ -328,12 +328,16 @@ def summarise(results, base, boosted, workload, epochs, title, base_name=None):
     per_round = " / ".join(f"{r[boosted]['end_to_end'] / r[base]['end_to_end']:.2f}" for r in results)
     points = {arm: 100 * float(np.mean([r[arm]["accuracy"] for r in results])) for arm in arms}
     drop = points[base] - points[boosted]
+
+    def rounds_of(arm):
+        return " / ".join(f"{100 * r[arm]['accuracy']:.2f}" for r in results)
+
     lines = [f"{title}: {len(results)} interleaved round(s) of {epochs} epochs", "",
              f"| measure | {base_name} | {boosted} | {boosted} / {base_name} |", "| --- | --- | --- | --- |",
              f"| images/s end-to-end (median; per-round ratios {per_round}) | {median(base, 'end_to_end'):.0f} | "
              f"{median(boosted, 'end_to_end'):.0f} | **{ratio:.3f}** |",
-             f"| held-out accuracy % (mean) | {points[base]:.2f} | {points[boosted]:.2f} | "
-             f"{points[boosted] - points[base]:+.2f} points |"]
+             f"| held-out accuracy % (mean; per round) | {points[base]:.2f} ({rounds_of(base)}) | "
+             f"{points[boosted]:.2f} ({rounds_of(boosted)}) | {points[boosted] - points[base]:+.2f} points |"]
     for key, label in [("train", "Model.train wall"), ("compiles", "compiles (first step, later spikes)"),
                        ("level0_steps", "other steps, nothing frozen"), ("frozen_steps", "other steps, prefix frozen"),
                        ("cache_fill", "frozen-prefix cache fill, timed inside the steps (a compile spike may hold some)"),
