@@ -130,7 +130,7 @@ def test_shipped_configs_spell_out_every_key(path):
     """Every key is written out, but the level configs (O1.json, O2.json) leave ``grad_freeze.total_steps`` to the
     run: ``Model.train`` sets it from its epochs and dataset, so their automatic schedule's shares are of this run.
     A level config switches on its level's features but LessBN, which they leave off (``boost.mode`` manual): on
-    this CPU it cost every benchmark workload time and kept no accuracy the files lose without it."""
+    this CPU it cost every benchmark workload time, for accuracy within a test image or two."""
     raw = json.loads(path.read_text())
     config = BoostConfig.from_file(path)
     expected = config.to_dict()

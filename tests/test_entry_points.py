@@ -1,7 +1,8 @@
 """One way in (issue 28): a config's network and optimizer transforms (LessBN with its head and gradient
 centralization, freezing's groups) take effect, or are refused with a message that says where they apply, on every
 entry point that takes a config: ``Model``, ``build_train_network``, a train cell's ``boost_config=``, and (the
-reference's way) the latest ``AutoBoost``. Each shipped config is tried on each."""
+reference's way) the latest ``AutoBoost``. Each shipped config is tried on each, and so are the bare levels O1 and
+O2 (no file), which switch LessBN on where the shipped files leave it off."""
 import warnings
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from boost_cells import (AutoBoost, BoostConfig, BoostConfigWarning, BoostTrainO
 from boost_cells.freezing import freeze_optimizer
 from boost_cells.scaling.loss_scale import policy_from_config
 
-CONFIGS = sorted(path.name for path in (Path(__file__).resolve().parent.parent / "configs").glob("*.json"))
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
+# Each shipped file by name, and the bare levels as "level O1" / "level O2".
+CONFIGS = sorted(path.name for path in CONFIGS_DIR.glob("*.json")) + ["level O1", "level O2"]
 
 
 def loss():
@@ -45,6 +48,14 @@ def quietly(build):
         return build()
 
 
+def config_of(name):
+    """``(BoostConfig, boost_config_dict)`` of a ``CONFIGS`` entry: a shipped file and its path, or a bare level and
+    "" (what ``Model`` and ``AutoBoost`` take for no file)."""
+    if name.startswith("level "):
+        return BoostConfig.level(name.split()[1]), ""
+    return BoostConfig.from_file(CONFIGS_DIR / name), str(CONFIGS_DIR / name)
+
+
 def expected(config):
     on = config.enabled("less_bn")
     section = config.section("less_bn")
@@ -56,11 +67,11 @@ def expected(config):
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_model_and_build_train_network_apply_the_same_transforms(configs_dir, name):
-    config = BoostConfig.from_file(configs_dir / name)
+def test_model_and_build_train_network_apply_the_same_transforms(name):
+    config, config_dict = config_of(name)
     net = network()
     model = quietly(lambda: Model(net, loss(), nn.Momentum(net.trainable_params(), 0.05, 0.9),
-                                  boost_level=config.level_name, boost_config_dict=str(configs_dir / name)))
+                                  boost_level=config.level_name, boost_config_dict=config_dict))
     net = network()
     built = quietly(lambda: build_train_network(nn.WithLossCell(net, loss()),
                                                 nn.Momentum(net.trainable_params(), 0.05, 0.9), config))
@@ -68,11 +79,11 @@ def test_model_and_build_train_network_apply_the_same_transforms(configs_dir, na
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_a_train_cell_applies_the_config_or_refuses_naming_where_it_applies(configs_dir, name):
+def test_a_train_cell_applies_the_config_or_refuses_naming_where_it_applies(name):
     """A train cell trains the network and optimizer it is given: freezing's groups apply; LessBN, which rebuilds
     both, is refused for a config given to the cell (naming build_train_network, Model and AutoBoost), and warned
     about for the latest AutoBoost's (the reference's cells train without it too)."""
-    config = BoostConfig.from_file(configs_dir / name)
+    config, config_dict = config_of(name)
     net = network()
 
     def make():
@@ -85,13 +96,8 @@ def test_a_train_cell_applies_the_config_or_refuses_naming_where_it_applies(conf
         with pytest.raises(ValueError, match="'less_bn' is on, but the network is not under LessBN.*"
                                              "build_train_network.*boost_cells.Model.*network_auto_process_train"):
             make()
-        quietly(lambda: AutoBoost(config.level_name, str(configs_dir / name)))
+        quietly(lambda: AutoBoost(config.level_name, config_dict))
         with pytest.warns(BoostConfigWarning, match="This cell trains without it, as mindspore.boost's does"):
             BoostTrainOneStepCell(nn.WithLossCell(net, loss()), nn.Momentum(net.trainable_params(), 0.05, 0.9))
         return
     assert transforms(quietly(make)) == expected(config)
-
-
-@pytest.fixture(name="configs_dir")
-def fixture_configs_dir():
-    return Path(__file__).resolve().parent.parent / "configs"

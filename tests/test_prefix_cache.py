@@ -238,19 +238,20 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
 
 @pytest.mark.slow  # the shipped O1 config trained through Model
 def test_sink_mode_trains_the_o1_config_with_its_cache_on_without_the_cache(graph_mode, monkeypatch):
-    """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with configs/O1.json and its cache switched on:
-    the cache, which needs the host between steps, steps aside with one warning naming the key, and the same train
-    network (not rebuilt) freezes in the graph. Stand-ins: no GPU here, so the device target boost_cells reads is
-    patched to "GPU" (MindSpore itself, seeing CPU, then trains in non-sink mode); the cell, which holds its two
-    steps (every group, the head alone) in its switch, is then run nested in a ``_DataWrapper``-shaped cell, as sink
-    mode runs it: it compiles there and its schedule advances in the graph (that a nested schedule freezes exactly
-    as a direct one is tests/test_auto_freeze.py's)."""
+    """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with configs/O1.json, its cache and LessBN
+    switched on: the cache, which needs the host between steps, steps aside with one warning naming the key, and the
+    same train network (not rebuilt) freezes in the graph. Stand-ins: no GPU here, so the device target boost_cells
+    reads is patched to "GPU" (MindSpore itself, seeing CPU, then trains in non-sink mode); the cell, which holds
+    its two steps (every group, the head alone) in its switch, is then run nested in a ``_DataWrapper``-shaped cell,
+    as sink mode runs it: it compiles there and its schedule advances in the graph (that a nested schedule freezes
+    exactly as a direct one is tests/test_auto_freeze.py's)."""
     ms.set_seed(0)
     net = resnet(width=4, blocks=1)
     x = np.random.RandomState(0).rand(64, 1, 8, 8).astype(np.float32)
     y = (x.mean(axis=(1, 2, 3)) * 20).astype(np.int32) % 10
     config = json.loads((ROOT / "configs" / "O1.json").read_text())
     config["grad_freeze"]["cache_frozen_prefix"] = True
+    config["boost"]["less_bn"] = True  # the bare level's LessBN too, so the cache finds its stages through LessBN
     model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_level="O1",
                   boost_config_dict=config)
     built = model.train_network
