@@ -14,8 +14,7 @@ from mindspore import Tensor, nn
 import boost_cells.model
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model, build_train_network
 from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
-from boost_cells.freezing.sequences import is_automatic
-from tests.helpers import DataWrapperStandIn, weights_of
+from tests.helpers import DataWrapperStandIn, freeze_config, weights_of
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -44,10 +43,9 @@ def data(n=24, seed=1):
 def cache_config(cache=True, freeze_type=2, **grad_freeze):
     """Progressive freezing of 3 groups (stem, second conv, head) over 10 steps: trains everything for steps 0-2,
     from group 1 for steps 3-5 (the first stage frozen for good) and from group 2 from step 6 on."""
-    read_by_schedule = {} if is_automatic(freeze_type) else {"freeze_p": 0.3}
-    return {"boost": {"mode": "manual", "grad_freeze": True},
-            "grad_freeze": {"param_groups": 3, "freeze_type": freeze_type, "total_steps": 10, **read_by_schedule,
-                            "cache_frozen_prefix": cache, **grad_freeze}}
+    config = freeze_config(param_groups=3, freeze_type=freeze_type, freeze_p=0.3, total_steps=10)
+    config["grad_freeze"].update(cache_frozen_prefix=cache, **grad_freeze)
+    return config
 
 
 def stage_groups_optimizer(net):
