@@ -16,7 +16,9 @@ What is measured: the config path only, nothing wired by hand. Every arm is
   ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets) and
   ``O1-cache`` / ``O1-lessbn`` (``configs/O1.json`` with the frozen-prefix cache, or LessBN, switched on) and
   ``O1-threshold0.3`` / ``O1-groups4`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` 0.3 instead of 0.4,
-  or with the 4 groups it gave before 4a1b85b instead of 3);
+  or with the 4 groups it gave before 4a1b85b instead of 3) and ``O1-earliest`` / ``O2-earliest`` (the file with the
+  front frozen at the automatic schedule's earliest decision, after 2% of the run: the bound of what any criterion
+  can take from its freezing);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
   (level O2, a dict built from ``configs/O2.json`` with one change, ``common.device_number`` set to 1, so that
   AdaSum runs across the 2 workers as 2 groups of 1 device) against plain data-parallel (``configs/O0.json``).
@@ -108,34 +110,39 @@ def workload_data(workload, classes=None):
     return x_train[train], x_test[test], y_train[train], y_test[test]
 
 
-# configs/O1.json with one feature or setting changed (its card in docs/choosing-a-level.md): arm name -> the change.
+# The front frozen at the earliest decision the automatic schedule can make (no warm-up, a decision every 1% of the
+# run, a threshold every segment passes: frozen after 2% of the updates): the most any criterion can take from the
+# file's freezing, at whatever accuracy it costs.
+EARLIEST = {"grad_freeze": {"auto_warmup_share": 0.0, "auto_interval_share": 0.01, "auto_threshold": 1e9}}
+
+# A shipped file (the level the arm's name starts with) with one feature or setting changed (the cards in
+# docs/choosing-a-level.md; the bound of the targets in docs/benchmarks.md): arm name -> the change.
 VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
             "O1-lessbn": {"boost": {"less_bn": True}},
             "O1-threshold0.3": {"grad_freeze": {"auto_threshold": 0.3}},
-            "O1-groups4": {"grad_freeze": {"param_groups": 4}}}
+            "O1-groups4": {"grad_freeze": {"param_groups": 4}},
+            "O1-earliest": EARLIEST,
+            "O2-earliest": EARLIEST}
 
 
 def boost_config(arm):
     """``(boost_level, boost_config_dict)`` of an arm: the shipped ``configs/<arm>.json``'s path; for O2, a dict of
     that file with ``common.device_number`` set to 1 (AdaSum across the 2 workers of the msrun part); for
-    ``<level>-bare``, the level and no file (``""``); for an arm of ``VARIANTS``, ``configs/O1.json`` with one
-    feature changed."""
+    ``<level>-bare``, the level and no file (``""``); for an arm of ``VARIANTS``, its level's arm with one feature
+    or setting changed."""
+    level = arm.split("-")[0]
     if arm.endswith("-bare"):
-        level = arm[:-len("-bare")]
         return level, {"common": {"device_number": 1}} if level == "O2" else ""
-    if arm in VARIANTS:
-        with open(os.path.join(ROOT, "configs", "O1.json"), encoding="utf-8") as handle:
-            config = json.load(handle)
-        for section, values in VARIANTS[arm].items():
-            config[section].update(values)
-        return "O1", config
-    path = os.path.join(ROOT, "configs", f"{arm}.json")
-    if arm != "O2":
-        return arm, path
+    path = os.path.join(ROOT, "configs", f"{level}.json")
+    if level != "O2" and arm not in VARIANTS:
+        return level, path
     with open(path, encoding="utf-8") as handle:
         config = json.load(handle)
-    config["common"]["device_number"] = 1
-    return arm, config
+    if level == "O2":
+        config["common"]["device_number"] = 1
+    for section, values in VARIANTS.get(arm, {}).items():
+        config[section].update(values)
+    return level, config
 
 
 class ShiftedEpochs(ShardedEpochs):
@@ -387,7 +394,8 @@ def worker(args):
         results = compare(["O0", *boosted], workload, args.rounds, epochs, rank, rank_count)
         if rank == 0:
             for arm in boosted:
-                what = "configs/O2.json, device_number 1" if arm == "O2" else "boost_level O2, no file"
+                what = "configs/O2.json, device_number 1" if arm == "O2" else "boost_level O2, no file" \
+                    if arm == "O2-bare" else f"configs/O2.json, device_number 1, with {VARIANTS[arm]}"
                 title = f"{workload}: {arm} ({what}) vs plain data-parallel (configs/O0.json), {rank_count} workers"
                 for line in summarise(results, "O0", arm, workload, epochs, title, base_name="plain DP"):
                     print("bench: " + line, flush=True)
@@ -407,7 +415,8 @@ def main():
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
                         "configs/O1.json with the frozen-prefix cache on; O1-lessbn: configs/O1.json with "
                         "LessBN switched on (the reference's O1); O1-threshold0.3, O1-groups4: configs/O1.json with "
-                        "auto_threshold 0.3, with param_groups 4")
+                        "auto_threshold 0.3, with param_groups 4; O1-earliest, O2-earliest (under msrun): the file "
+                        "with the front frozen at the automatic schedule's earliest decision (2%% of the run)")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
