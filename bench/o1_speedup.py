@@ -15,10 +15,10 @@ What is measured: the config path only, nothing wired by hand. Every arm is
 - stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0); with ``--arms``, also
   ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets) and
   ``O1-cache`` / ``O1-lessbn`` (``configs/O1.json`` with the frozen-prefix cache, or LessBN, switched on) and
-  ``O1-threshold0.3`` / ``O1-groups4`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` 0.3 instead of 0.4,
-  or with the 4 groups it gave before 4a1b85b instead of 3) and ``O1-earliest`` / ``O2-earliest`` (the file with the
-  front frozen at the automatic schedule's earliest decision, after 2% of the run: the bound of what any criterion
-  can take from its freezing);
+  ``O1-threshold<x>`` / ``O1-groups<n>`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` x instead of 0.4,
+  or with n groups instead of 3: ``O1-groups4``, the 4 groups it gave before 4a1b85b; ``O2-threshold<x>`` likewise
+  under msrun) and ``O1-earliest`` / ``O2-earliest`` (the file with the front frozen at the automatic schedule's
+  earliest decision, after 2% of the run: the bound of what any criterion can take from its freezing);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
   (level O2, a dict built from ``configs/O2.json`` with one change, ``common.device_number`` set to 1, so that
   AdaSum runs across the 2 workers as 2 groups of 1 device) against plain data-parallel (``configs/O0.json``).
@@ -116,13 +116,23 @@ def workload_data(workload, classes=None):
 EARLIEST = {"grad_freeze": {"auto_warmup_share": 0.0, "auto_interval_share": 0.01, "auto_threshold": 1e9}}
 
 # A shipped file (the level the arm's name starts with) with one feature or setting changed (the cards in
-# docs/choosing-a-level.md; the bound of the targets in docs/benchmarks.md): arm name -> the change.
+# docs/choosing-a-level.md; the bound of the targets in docs/benchmarks.md): arm name -> the change. Besides these,
+# "<level>-threshold<x>" sets grad_freeze.auto_threshold to x and "<level>-groups<n>" param_groups to n.
 VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
             "O1-lessbn": {"boost": {"less_bn": True}},
-            "O1-threshold0.3": {"grad_freeze": {"auto_threshold": 0.3}},
-            "O1-groups4": {"grad_freeze": {"param_groups": 4}},
             "O1-earliest": EARLIEST,
             "O2-earliest": EARLIEST}
+SETTINGS = {"threshold": ("auto_threshold", float), "groups": ("param_groups", int)}
+
+
+def variant(arm):
+    """The change an arm makes to its level's file (``VARIANTS``, or a setting named in the arm), or None."""
+    if arm in VARIANTS:
+        return VARIANTS[arm]
+    for name, (key, kind) in SETTINGS.items():
+        if f"-{name}" in arm:
+            return {"grad_freeze": {key: kind(arm.split(f"-{name}", 1)[1])}}
+    return None
 
 
 def boost_config(arm):
@@ -134,13 +144,14 @@ def boost_config(arm):
     if arm.endswith("-bare"):
         return level, {"common": {"device_number": 1}} if level == "O2" else ""
     path = os.path.join(ROOT, "configs", f"{level}.json")
-    if level != "O2" and arm not in VARIANTS:
+    change = variant(arm)
+    if level != "O2" and change is None:
         return level, path
     with open(path, encoding="utf-8") as handle:
         config = json.load(handle)
     if level == "O2":
         config["common"]["device_number"] = 1
-    for section, values in VARIANTS.get(arm, {}).items():
+    for section, values in (change or {}).items():
         config[section].update(values)
     return level, config
 
@@ -395,7 +406,7 @@ def worker(args):
         if rank == 0:
             for arm in boosted:
                 what = "configs/O2.json, device_number 1" if arm == "O2" else "boost_level O2, no file" \
-                    if arm == "O2-bare" else f"configs/O2.json, device_number 1, with {VARIANTS[arm]}"
+                    if arm == "O2-bare" else f"configs/O2.json, device_number 1, with {variant(arm)}"
                 title = f"{workload}: {arm} ({what}) vs plain data-parallel (configs/O0.json), {rank_count} workers"
                 for line in summarise(results, "O0", arm, workload, epochs, title, base_name="plain DP"):
                     print("bench: " + line, flush=True)
@@ -414,8 +425,8 @@ def main():
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
                         "configs/O1.json with the frozen-prefix cache on; O1-lessbn: configs/O1.json with "
-                        "LessBN switched on (the reference's O1); O1-threshold0.3, O1-groups4: configs/O1.json with "
-                        "auto_threshold 0.3, with param_groups 4; O1-earliest, O2-earliest (under msrun): the file "
+                        "LessBN switched on (the reference's O1); O1-threshold<x>, O1-groups<n> (O2-... under msrun): "
+                        "the file with auto_threshold x, with param_groups n; O1-earliest, O2-earliest (under msrun): the file "
                         "with the front frozen at the automatic schedule's earliest decision (2%% of the run)")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
@@ -438,7 +449,7 @@ def main():
             results = compare(["O0", *boosted], workload, args.rounds, epochs)
             for arm in boosted:
                 what = "configs/O1.json" if arm == "O1" else "boost_level O1, no file" if arm == "O1-bare" else \
-                    f"configs/O1.json with {VARIANTS[arm]}"
+                    f"configs/O1.json with {variant(arm)}"
                 title = f"{workload}: {arm} ({what}) vs O0 (configs/O0.json), stand-alone"
                 print("\n".join(summarise(results, "O0", arm, workload, epochs, title)), flush=True)
             print("json " + json.dumps(results), flush=True)

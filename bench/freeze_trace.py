@@ -1,0 +1,103 @@
+"""What the automatic freezing schedule sees: each segment's displacement at every decision of a run that never
+freezes, on ``bench/o1_speedup.py``'s workloads.
+
+    python bench/freeze_trace.py [--workload launch compute augment finetune] [--seed 0]
+
+Each run is ``configs/O1.json`` through ``boost_cells.Model`` (``bench/o1_speedup.py``'s network, data, learning rate
+and epochs), stand-alone, with ``grad_freeze.auto_threshold`` set so low that no segment ever settles: the schedule
+still decides every interval, so every decision's evidence is recorded, but the front trains to the end. Printed per
+workload: the update of each decision and its share of the run, each front segment's displacement (how far its
+weights moved since the decision before, against their size, per 100 updates), and the first update at which the
+file's own threshold would have frozen the front (its rule: every front segment below the threshold at two
+decisions in a row, from the warm-up on).
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+import o1_speedup as speedup
+from msrun_launch import ROOT
+
+import mindspore as ms
+from mindspore import nn
+from mindspore.train import Callback
+
+from boost_cells import Model
+
+with open(os.path.join(ROOT, "configs", "O1.json"), encoding="utf-8") as _handle:
+    CONFIG = json.load(_handle)
+SCHEDULE = CONFIG["grad_freeze"]
+NEVER_SETTLES = 1e-9  # the threshold of the traced runs: no displacement falls below it
+
+
+class Decisions(Callback):
+    """The schedule's displacements (host floats, one per group) after every step at which they changed: the
+    decisions, as ``[(update, displacements)]`` (before the first decision they are all -1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.decisions, self.update, self.last = [], 0, None
+
+    def on_train_step_end(self, run_context):
+        self.update += 1
+        schedule = run_context.original_args().train_network.train_step.schedule
+        displacement = [float(value) for value in schedule.displacement.asnumpy()]
+        if displacement != self.last and max(displacement) >= 0:
+            self.decisions.append((self.update, displacement))
+        self.last = displacement
+
+
+def trace(workload, seed):
+    """``(decisions, updates, accuracy)`` of one never-freezing run of ``workload``."""
+    epochs = speedup.DEFAULT_EPOCHS.get(workload, 12)
+    x_train, x_test, y_train, y_test = speedup.workload_data(workload)
+    ms.set_seed(seed)
+    net = speedup.resnet(width=speedup.WORKLOADS[workload]["width"])
+    weights = speedup.pretrained(workload, seed)
+    if weights is not None:
+        ms.load_param_into_net(net, ms.load_checkpoint(weights), strict_load=True)
+    config = {**CONFIG, "grad_freeze": {**SCHEDULE, "auto_threshold": NEVER_SETTLES}}
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                  nn.Momentum(net.trainable_params(), speedup.LR, speedup.MOMENTUM), boost_level="O1",
+                  boost_config_dict=config)
+    decisions = Decisions()
+    model.train(epochs, speedup.training_dataset(workload, x_train, y_train, 0, 1, seed),
+                callbacks=[speedup.CosineLearningRate(speedup.LR, epochs), decisions], dataset_sink_mode=False)
+    model.predict_network.set_train(False)
+    return decisions.decisions, decisions.update, speedup.accuracy(model.predict_network, x_test, y_test)
+
+
+def would_freeze(decisions, updates):
+    """The first update at which the file's threshold would have frozen the front, or None."""
+    warmup = int(np.ceil(round(SCHEDULE["auto_warmup_share"] * updates, 9)))
+    quiet = [all(0 <= value < SCHEDULE["auto_threshold"] for value in front)
+             for _, (*front, _head) in decisions]
+    for index in range(1, len(decisions)):
+        if quiet[index] and quiet[index - 1] and decisions[index][0] >= warmup:
+            return decisions[index][0]
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--workload", nargs="+", choices=tuple(speedup.WORKLOADS), default=list(speedup.WORKLOADS))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_device("CPU")
+    for workload in args.workload:
+        decisions, updates, accuracy = trace(workload, args.seed)
+        print(f"{workload}, seed {args.seed}: {updates} updates, never frozen, held-out accuracy {100 * accuracy:.2f}%; "
+              f"the file's threshold {SCHEDULE['auto_threshold']} would freeze the front at update "
+              f"{would_freeze(decisions, updates)}")
+        print("| update | share of the run | " + " | ".join(
+            f"segment {index}" for index in range(len(decisions[0][1]) - 1)) + " |")
+        print("| --- | --- | " + " | ".join("---" for _ in decisions[0][1][:-1]) + " |")
+        for update, displacement in decisions:
+            print(f"| {update} | {100 * update / updates:.0f}% | "
+                  + " | ".join(f"{value:.3f}" for value in displacement[:-1]) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
