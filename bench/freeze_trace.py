@@ -1,14 +1,16 @@
-"""What the automatic freezing schedule sees: each segment's displacement at every decision of a run that never
-freezes, on ``bench/o1_speedup.py``'s workloads.
+"""What the automatic freezing schedule sees: each segment's displacement, the head's included, at every decision of
+a run that never freezes, on ``bench/o1_speedup.py``'s workloads.
 
     python bench/freeze_trace.py [--workload launch compute augment finetune] [--seed 0]
 
 Each run is ``configs/O1.json`` through ``boost_cells.Model`` (``bench/o1_speedup.py``'s network, data, learning rate
-and epochs), stand-alone, with ``grad_freeze.auto_threshold`` set so low that no segment ever settles: the schedule
-still decides every interval, so every decision's evidence is recorded, but the front trains to the end. Printed per
-workload: the update of each decision and its share of the run, each front segment's displacement (how far its
-weights moved since the decision before, against their size, per 100 updates), and the first update at which the
-file's own threshold would have frozen the front (its rule: every front segment below the threshold at two
+and epochs), stand-alone, with ``grad_freeze.auto_threshold`` and ``auto_head_ratio`` set so low that no segment
+ever settles (the ratio above 0, so that the head is measured too): the schedule still decides every interval, at
+the file's own decision points, so every decision's evidence is recorded, but the front trains to the end. Printed
+per workload: the update of each decision and its share of the run, each segment's displacement (how far its
+weights moved since the decision before, against their size, per 100 updates; the last segment is the head), each
+front segment's displacement against the head's, and the first update at which the file's own rule would have
+frozen the front (every front segment below ``auto_threshold``, or below ``auto_head_ratio`` times the head, at two
 decisions in a row, from the warm-up on).
 """
 import argparse
@@ -28,7 +30,7 @@ from boost_cells import Model
 with open(os.path.join(ROOT, "configs", "O1.json"), encoding="utf-8") as _handle:
     CONFIG = json.load(_handle)
 SCHEDULE = CONFIG["grad_freeze"]
-NEVER_SETTLES = 1e-9  # the threshold of the traced runs: no displacement falls below it
+NEVER_SETTLES = 1e-9  # the threshold and head ratio of the traced runs: no displacement falls below them
 
 
 class Decisions(Callback):
@@ -57,7 +59,7 @@ def trace(workload, seed):
     weights = speedup.pretrained(workload, seed)
     if weights is not None:
         ms.load_param_into_net(net, ms.load_checkpoint(weights), strict_load=True)
-    config = {**CONFIG, "grad_freeze": {**SCHEDULE, "auto_threshold": NEVER_SETTLES}}
+    config = {**CONFIG, "grad_freeze": {**SCHEDULE, "auto_threshold": NEVER_SETTLES, "auto_head_ratio": NEVER_SETTLES}}
     model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
                   nn.Momentum(net.trainable_params(), speedup.LR, speedup.MOMENTUM), boost_level="O1",
                   boost_config_dict=config)
@@ -69,10 +71,10 @@ def trace(workload, seed):
 
 
 def would_freeze(decisions, updates):
-    """The first update at which the file's threshold would have frozen the front, or None."""
+    """The first update at which the file's rule would have frozen the front, or None."""
     warmup = int(np.ceil(round(SCHEDULE["auto_warmup_share"] * updates, 9)))
-    quiet = [all(0 <= value < SCHEDULE["auto_threshold"] for value in front)
-             for _, (*front, _head) in decisions]
+    quiet = [all(0 <= value < max(SCHEDULE["auto_threshold"], SCHEDULE["auto_head_ratio"] * head) for value in front)
+             for _, (*front, head) in decisions]
     for index in range(1, len(decisions)):
         if quiet[index] and quiet[index - 1] and decisions[index][0] >= warmup:
             return decisions[index][0]
@@ -88,15 +90,17 @@ def main():
     ms.set_device("CPU")
     for workload in args.workload:
         decisions, updates, accuracy = trace(workload, args.seed)
-        print(f"{workload}, seed {args.seed}: {updates} updates, never frozen, held-out accuracy {100 * accuracy:.2f}%; "
-              f"the file's threshold {SCHEDULE['auto_threshold']} would freeze the front at update "
-              f"{would_freeze(decisions, updates)}")
-        print("| update | share of the run | " + " | ".join(
-            f"segment {index}" for index in range(len(decisions[0][1]) - 1)) + " |")
-        print("| --- | --- | " + " | ".join("---" for _ in decisions[0][1][:-1]) + " |")
-        for update, displacement in decisions:
-            print(f"| {update} | {100 * update / updates:.0f}% | "
-                  + " | ".join(f"{value:.3f}" for value in displacement[:-1]) + " |", flush=True)
+        print(f"{workload}, seed {args.seed}: {updates} updates, never frozen, held-out accuracy "
+              f"{100 * accuracy:.2f}%; the file's rule (auto_threshold {SCHEDULE['auto_threshold']}, auto_head_ratio "
+              f"{SCHEDULE['auto_head_ratio']}) would freeze the front at update {would_freeze(decisions, updates)}")
+        front = range(len(decisions[0][1]) - 1)
+        print("| update | share of the run | " + " | ".join(f"segment {index}" for index in front) + " | head | "
+              + " | ".join(f"segment {index} / head" for index in front) + " |")
+        print("| --- | --- | " + " | ".join("---" for _ in range(2 * len(front) + 1)) + " |")
+        for update, (*moved, head) in decisions:
+            print(f"| {update} | {100 * update / updates:.0f}% | " + " | ".join(f"{value:.3f}" for value in moved)
+                  + f" | {head:.3f} | " + " | ".join(f"{value / head:.2f}" if head > 0 else "-" for value in moved)
+                  + " |", flush=True)
 
 
 if __name__ == "__main__":

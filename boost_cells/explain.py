@@ -141,13 +141,17 @@ def _automatic_lines(plan, name, start):
     whole = plan.freeze.first_frozen_update - 1
     warmup = f"nothing freezes before {start}: the first {_plural(whole, 'update')} ({warmup}, and two decisions " \
         "to see a group settle) train every group"
+    below, copied = f"auto_threshold {criterion.threshold:g}", "outside the head"
+    if criterion.head_ratio > 0:
+        below += f" (or auto_head_ratio {criterion.head_ratio:g} of the head's: a front moving far slower than " \
+            "its head, as a pretrained one does)"
+        copied = "of every group"
     return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
             "the decision before (displacement: |w - w_before| / |w| per 100 updates); a group whose displacement "
-            f"stayed below auto_threshold {criterion.threshold:g} over the last two intervals has settled, and the "
-            "whole front (every group but the last, the head, which never freezes) freezes for good at once when all "
-            "of it has settled (a pretrained front can freeze at the first decisions after the warm-up, a front "
-            "still learning waits): one frozen level, so one more step compiles. It keeps a copy of the weights "
-            "outside the head (their memory once more).",
+            f"stayed below {below} over the last two intervals has settled, and the whole front (every group but "
+            "the last, the head, which never freezes) freezes for good at once when all of it has settled (a front "
+            "whose weights still move waits): one frozen level, so one more step compiles. It keeps a copy of the "
+            f"weights {copied} (their memory once more).",
             f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
             "freeze the front."]
 

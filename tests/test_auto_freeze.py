@@ -15,22 +15,24 @@ INTERVAL, WARMUP, THRESHOLD = 2, 3, 2.6
 STEPS = 20
 
 
-def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10):
-    """The automatic schedule deciding every ``interval`` updates from ``warmup`` on, as shares of ``total_steps``."""
+def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10, head_ratio=0.0):
+    """The automatic schedule deciding every ``interval`` updates from ``warmup`` on, as shares of ``total_steps``;
+    by default with the threshold alone (``auto_head_ratio`` 0)."""
     config = freeze_config(freeze_type=3, total_steps=total_steps)
     config["grad_freeze"].update(auto_interval_share=interval / total_steps, auto_warmup_share=warmup / total_steps,
-                                 auto_threshold=threshold)
+                                 auto_threshold=threshold, auto_head_ratio=head_ratio)
     return config
 
 
-def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
+def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0):
     """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
     rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
     WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against
-    its weights' copy s from the decision before (the initial weights before the first); a segment whose
-    displacement was below THRESHOLD at this decision and the one before has settled; from WARMUP updates on, once
-    both front segments have settled they freeze together (the last group never freezes); then the copies are taken
-    again. Returns (the frozen count before each step, the final parameters)."""
+    its weights' copy s from the decision before (the initial weights before the first); a segment is quiet when its
+    displacement is below ``threshold`` or below ``head_ratio`` times the head's (the last segment's), and has
+    settled when it was quiet at this decision and the one before; from WARMUP updates on, once both front segments
+    have settled they freeze together (the last group never freezes); then the copies are taken again. Returns (the
+    frozen count before each step, the final parameters)."""
     params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
     velocity = [np.zeros_like(p) for p in params]
     segment = [0] * 4 + [1] * 4 + [2] * 4
@@ -49,7 +51,8 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9):
                 moved[segment[j]] += np.sum((p - copies[j]) ** 2)
                 size[segment[j]] += np.sum(p ** 2)
             displacement = np.sqrt(moved) / np.sqrt(size) * 100 / INTERVAL
-            settled = (displacement < THRESHOLD) & (previous >= 0) & (previous < THRESHOLD)
+            quiet = displacement < max(threshold, head_ratio * displacement[2])
+            settled = quiet & (previous >= 0) & (previous < max(threshold, head_ratio * previous[2]))
             if updates >= WARMUP and settled[:2].all():
                 frozen = 2
             copies = [p.astype(np.float32).copy() for p in params]
@@ -95,13 +98,18 @@ def test_auto_config_and_refusals():
     assert BoostConfig.from_dict(named).section("grad_freeze")["freeze_type"] == "auto"
     with pytest.raises(ValueError, match="'grad_freeze.auto_threshold'"):
         BoostConfig.from_dict({**auto_config(), "grad_freeze": {"freeze_type": 3, "auto_threshold": 0}})
-    _, net_with_loss, opt = mlp_setup()
-    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config())
-    assert cell.host_hooks == ()
-    assert isinstance(cell.train_step.schedule.frozen, ms.Parameter)
-    names = {p.name for p in cell.get_parameters()}
-    assert {"grad_freeze.displacement", "grad_freeze.snapshot.0", "grad_freeze.snapshot.1"} <= names
-    assert "grad_freeze.snapshot.2" not in names  # the head is never copied
+    with pytest.raises(ValueError, match="'grad_freeze.auto_head_ratio'.*in \\[0, 1\\]"):
+        BoostConfig.from_dict({**auto_config(), "grad_freeze": {"freeze_type": 3, "auto_head_ratio": 1.5}})
+    assert BoostConfig.from_dict(freeze_config(freeze_type="auto")).section("grad_freeze")["auto_head_ratio"] == 0.5
+    for head_ratio in (0.0, 0.5):
+        _, net_with_loss, opt = mlp_setup()
+        cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config(head_ratio=head_ratio))
+        assert cell.host_hooks == ()
+        assert isinstance(cell.train_step.schedule.frozen, ms.Parameter)
+        names = {p.name for p in cell.get_parameters()}
+        assert {"grad_freeze.displacement", "grad_freeze.snapshot.0", "grad_freeze.snapshot.1"} <= names
+        # The head is copied only to compare the front with it.
+        assert ("grad_freeze.snapshot.2" in names) == (head_ratio > 0)
 
 
 class FreezeThroughMethod(BoostTrainOneStepCell):
@@ -140,6 +148,26 @@ def test_the_schedule_decides_in_the_graph_however_the_cell_is_called(mode, call
     assert trace == expected_trace and trace.index(2) == 17 and 1 not in trace
     for got, want in zip(net.trainable_params(), expected):
         np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=1e-5)  # float32, 20 steps
+
+
+@pytest.mark.parametrize("head_ratio, freezes_after", [(0.5, 13), (0.3, None)])
+def test_a_front_slower_than_its_head_settles(mode, head_ratio, freezes_after):
+    """With a threshold no segment gets below (0.01 per 100 updates), the front settles only by moving less than
+    ``auto_head_ratio`` times the head: in both modes the schedule freezes where the NumPy rendering of that rule
+    does (after update 13 at 0.5: from then on the front moves less than half as fast as the head) and trains the
+    same weights; at 0.3 the front never gets that slow, and the run trains whole."""
+    net, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config(threshold=0.01, head_ratio=head_ratio))
+    batches = [data(step_index) for step_index in range(STEPS)]
+    expected_trace, expected = numpy_auto_run(net, batches, threshold=0.01, head_ratio=head_ratio)
+    trace = []
+    for inputs in batches:
+        trace.append(cell.train_step.current_index())
+        cell(*inputs)
+    assert trace == expected_trace
+    assert (trace.index(2) if 2 in trace else None) == freezes_after and 1 not in trace
+    for got, want in zip(net.trainable_params(), expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=1e-5)
 
 
 def test_a_graph_mode_step_reads_nothing_on_the_host(graph_mode, monkeypatch):

@@ -87,7 +87,7 @@ def test_the_automatic_schedule_freezes_only_where_the_plan_decides(graph_mode):
 
 def test_the_plan_follows_the_rules_of_the_sequences():
     section = {"param_groups": 4, "freeze_type": 2, "freeze_p": 0.5, "total_steps": 100, "seed": 0,
-               "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4}
+               "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4, "auto_head_ratio": 0.5}
     plan = FreezePlan.from_section(section)
     assert plan.sequence == tuple(freeze_index_sequence(4, 2, 0.5, 100))
     assert plan.first_frozen_update == 51 and plan.stage_starts == ((1, 51), (2, 68), (3, 85))

@@ -63,6 +63,8 @@ SAME_RULE = [
     ("grad_freeze.total_steps", "total_steps", lambda v: GradientFreeze(3, 0, 0.5, v), 0),
     ("grad_freeze.seed", "seed", lambda v: GradientFreeze(3, 0, 0.5, 10, seed=v), -1),
     ("grad_freeze.auto_threshold", "auto_threshold", lambda v: GradientFreeze(3, 3, 0.5, 10, auto_threshold=v), 0),
+    ("grad_freeze.auto_head_ratio", "auto_head_ratio", lambda v: GradientFreeze(3, 3, 0.5, 10, auto_head_ratio=v),
+     1.5),
     ("grad_freeze.auto_interval_share", "auto_interval_share",
      lambda v: GradientFreeze(3, 3, 0.5, 10, auto_interval_share=v), 0),
     ("grad_freeze.auto_warmup_share", "auto_warmup_share",

@@ -34,19 +34,23 @@ class AutoCriterion:
         warmup (int): updates before the first freeze, >= 0: the least share of the run trained whole.
         threshold (float): > 0, the displacement of a segment's weights per 100 updates, against their size,
             below which the segment has settled.
+        head_ratio (float): in [0, 1]; a segment has also settled when its displacement is below this share of
+            the head's (0: the threshold alone decides).
     """
 
     interval: int
     warmup: int
     threshold: float
+    head_ratio: float = 0.0
 
 
-def auto_criterion(total_steps, interval_share, warmup_share, threshold):
+def auto_criterion(total_steps, interval_share, warmup_share, threshold, head_ratio=0.0):
     """The automatic schedule's ``AutoCriterion`` for a run of ``total_steps`` updates: a decision every
     ``max(1, round(interval_share * total_steps))`` updates, none that freezes before ``ceil(warmup_share *
     total_steps)`` updates."""
     return AutoCriterion(interval=max(1, round(interval_share * total_steps)),
-                         warmup=math.ceil(round(warmup_share * total_steps, 9)), threshold=float(threshold))
+                         warmup=math.ceil(round(warmup_share * total_steps, 9)), threshold=float(threshold),
+                         head_ratio=float(head_ratio))
 
 
 def run_updates(epochs, steps_per_epoch, accumulation_steps):
@@ -91,7 +95,7 @@ class FreezePlan:
         groups, freeze_type = int(section["param_groups"]), section["freeze_type"]
         if is_automatic(freeze_type):
             criterion = auto_criterion(total, section["auto_interval_share"], section["auto_warmup_share"],
-                                       section["auto_threshold"])
+                                       section["auto_threshold"], section["auto_head_ratio"])
             return cls("auto", groups, total, criterion=criterion, section=section, run_assumed=run_assumed)
         sequence = freeze_index_sequence(groups, freeze_type, section["freeze_p"], total, section["seed"])
         return cls(_KINDS[freeze_type], groups, total, tuple(sequence), freeze_type != PROGRESSIVE, section=section,

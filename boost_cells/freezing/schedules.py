@@ -86,15 +86,18 @@ class AutoSchedule(nn.Cell):
     100 updates: ``displacement[g] = |w_g - s_g| / |w_g| * 100 / interval`` over segment ``g``'s weights ``w_g``
     (segment ``g``: the parameters that group ``g`` has and group ``g + 1`` has not) and their copy ``s_g`` taken at
     the previous decision. Per 100 updates, so that a run whose intervals are a few updates long is held to the same
-    rate as a long one. A segment whose weights still move (a network learning from scratch, a deep layer adapting
-    to new classes in a fine-tuning) keeps training; one that barely moves any more (a pretrained front, the front of
-    a network past its first epochs) has settled. The displacement is what freezing takes away: the weights stop
-    where they are, and the rest of the network trains on their outputs.
+    rate as a long one. A segment whose weights still move keeps training; one that barely moves any more has
+    settled. The displacement is what freezing takes away: the weights stop where they are, and the rest of the
+    network trains on their outputs. It is not how useful their outputs already are: on ``bench/``'s fine-tuning
+    workload a pretrained front moved as fast as a fresh network's (``bench/freeze_trace.py``).
 
     - Every ``interval`` updates (the intervals end where ``updates - warmup`` is a multiple of ``interval``, so the
       first decision that may freeze comes exactly at the end of the warm-up) it measures every segment's
-      displacement and takes the copies again. A segment has settled when its displacement stayed below
-      ``threshold`` over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on, once
+      displacement and takes the copies again. A segment is quiet when its displacement is below ``threshold``, or
+      below ``head_ratio`` times the head's: a front that moves far less than the head is not what the task is
+      still learning (a pretrained front under a new head, bench/freeze_trace.py: a quarter to a third of the
+      head's rate at first, where a front trained from scratch moved 0.84 to 1.7 times as fast). It has settled
+      when it was quiet over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on, once
       every segment but the head's has settled, the whole front freezes at once: ``frozen`` becomes the head's
       group, which never freezes. One frozen level, not one per group: each level is a branch of the compiled step
       that costs a compile (about 1 s here, issue 26), and the fronts measured here settled together, so the levels
@@ -106,7 +109,8 @@ class AutoSchedule(nn.Cell):
 
     Args:
         plan (FreezePlan): an "auto" plan: its ``groups`` and ``criterion`` (``interval``, ``warmup``,
-            ``threshold``: the displacement per 100 updates below which a segment has settled).
+            ``threshold``: the displacement per 100 updates below which a segment is quiet; ``head_ratio``: the
+            share of the head's displacement below which it is quiet too, 0 for none).
         segment_of (dict): ``{id(parameter): segment}`` for every trained parameter (its segment: the last group
             that holds it). weights (ParameterTuple): the trained weights (the unfrozen optimizer's), in order.
 
@@ -114,9 +118,10 @@ class AutoSchedule(nn.Cell):
         grad_freeze.frozen (int32): leading groups frozen for good; steps train from this group.
         grad_freeze.updates (int32): updates applied so far.
         grad_freeze.displacement (float32, (groups,)): each segment's displacement per 100 updates at the last
-            decision (-1 before the first).
+            decision (-1 before the first; the head's 0 without ``head_ratio``).
         grad_freeze.snapshot.<segment> (float32, flat): segment ``<segment>``'s weights (every segment but the
-            head's), flattened in order, as at the last decision (the device memory of those weights once more).
+            head's, and the head's with ``head_ratio``), flattened in order, as at the last decision (the device
+            memory of those weights once more).
     """
 
     def __init__(self, plan, segment_of, weights):
@@ -132,7 +137,8 @@ class AutoSchedule(nn.Cell):
         self.head = _int32(self.groups - 1)
         self.zero = Tensor(0.0, mstype.float32)
         self.hyper_map = ops.HyperMap()
-        segments = [[w for w in weights if self.segment_of[id(w)] == g] for g in range(self.groups - 1)]
+        watched = self.groups if plan.criterion.head_ratio > 0 else self.groups - 1
+        segments = [[w for w in weights if self.segment_of[id(w)] == g] for g in range(watched)]
         self.watched_segments = tuple(g for g, segment in enumerate(segments) if segment)
         self.segment_weights = tuple(ParameterTuple(segments[g]) for g in self.watched_segments)
         self.snapshot = ParameterTuple(
@@ -148,14 +154,16 @@ class AutoSchedule(nn.Cell):
         self.interval = plan.criterion.interval
         self.warmup = plan.criterion.warmup
         self.threshold = plan.criterion.threshold
+        self.head_ratio = plan.criterion.head_ratio
         self.interval_end = self.warmup % self.interval  # updates % interval where every interval ends
 
     def train_from(self):
         return self.frozen + 0
 
     def _displacements(self):
-        """Per segment, ``|w - s| / |w|`` over its weights per 100 updates (0 for the head and for a segment without
-        weights), float32 (groups,); then the copies are taken again. Returns ``(displacements, token)``."""
+        """Per segment, ``|w - s| / |w|`` over its weights per 100 updates (0 for a segment without weights, and for
+        the head without ``head_ratio``), float32 (groups,); then the copies are taken again. Returns
+        ``(displacements, token)``."""
         values, taken = [self.zero] * self.groups, ()
         for index, (weights, snapshot) in enumerate(zip(self.segment_weights, self.snapshot)):
             flat = flatten(self.hyper_map, weights)
@@ -165,11 +173,15 @@ class AutoSchedule(nn.Cell):
             taken += (ops.assign(snapshot, ops.depend(flat, moved)),)
         return ops.stack(values), taken
 
+    def _quiet(self, displacement):
+        """Per segment, whether ``displacement`` (float32, (groups,)) is below the threshold or below
+        ``head_ratio`` times the head's."""
+        return displacement < ops.maximum(displacement[self.groups - 1] * self.head_ratio, self.threshold)
+
     def _decide(self, updates):
         displacement, taken = self._displacements()
         previous = self.displacement + 0.0
-        settled = ops.logical_and(ops.logical_and(displacement < self.threshold, previous >= 0.0),
-                                  previous < self.threshold)
+        settled = ops.logical_and(ops.logical_and(self._quiet(displacement), previous >= 0.0), self._quiet(previous))
         # The whole front (every segment but the head's) freezes once all of it has settled, from the warm-up on.
         front_settled = ops.all(ops.logical_or(settled, self.is_head))
         front = ops.select(ops.logical_and(front_settled, updates >= self.warmup), self.head, self.frozen + 0)
