@@ -145,6 +145,8 @@ def boost_config(arm):
         return level, {"common": {"device_number": 1}} if level == "O2" else ""
     path = os.path.join(ROOT, "configs", f"{level}.json")
     change = variant(arm)
+    if change is None and arm != level:
+        raise ValueError(f"unknown arm {arm!r}: see --help for the arms")
     if level != "O2" and change is None:
         return level, path
     with open(path, encoding="utf-8") as handle:
@@ -425,9 +427,10 @@ def main():
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
                         "configs/O1.json with the frozen-prefix cache on; O1-lessbn: configs/O1.json with "
-                        "LessBN switched on (the reference's O1); O1-threshold<x>, O1-groups<n> (O2-... under msrun): "
-                        "the file with auto_threshold x, with param_groups n; O1-earliest, O2-earliest (under msrun): the file "
-                        "with the front frozen at the automatic schedule's earliest decision (2%% of the run)")
+                        "LessBN switched on (the reference's O1); O1-threshold<x>, O1-groups<n> (O2-... under "
+                        "msrun): the file with auto_threshold x, with param_groups n; O1-earliest, O2-earliest (under "
+                        "msrun): the file with the front frozen at the automatic schedule's earliest decision (2%% of "
+                        "the run)")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
