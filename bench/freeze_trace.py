@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 
-import numpy as np
 import o1_speedup as speedup
 from msrun_launch import ROOT
 
@@ -26,6 +25,7 @@ from mindspore import nn
 from mindspore.train import Callback
 
 from boost_cells import Model
+from boost_cells.freezing.plan import auto_criterion
 
 with open(os.path.join(ROOT, "configs", "O1.json"), encoding="utf-8") as _handle:
     CONFIG = json.load(_handle)
@@ -54,11 +54,7 @@ def trace(workload, seed):
     """``(decisions, updates, accuracy)`` of one never-freezing run of ``workload``."""
     epochs = speedup.DEFAULT_EPOCHS.get(workload, 12)
     x_train, x_test, y_train, y_test = speedup.workload_data(workload)
-    ms.set_seed(seed)
-    net = speedup.resnet(width=speedup.WORKLOADS[workload]["width"])
-    weights = speedup.pretrained(workload, seed)
-    if weights is not None:
-        ms.load_param_into_net(net, ms.load_checkpoint(weights), strict_load=True)
+    net = speedup.starting_network(workload, seed)
     config = {**CONFIG, "grad_freeze": {**SCHEDULE, "auto_threshold": NEVER_SETTLES, "auto_head_ratio": NEVER_SETTLES}}
     model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
                   nn.Momentum(net.trainable_params(), speedup.LR, speedup.MOMENTUM), boost_level="O1",
@@ -72,7 +68,8 @@ def trace(workload, seed):
 
 def would_freeze(decisions, updates):
     """The first update at which the file's rule would have frozen the front, or None."""
-    warmup = int(np.ceil(round(SCHEDULE["auto_warmup_share"] * updates, 9)))
+    warmup = auto_criterion(updates, SCHEDULE["auto_interval_share"], SCHEDULE["auto_warmup_share"],
+                            SCHEDULE["auto_threshold"]).warmup
     quiet = [all(0 <= value < max(SCHEDULE["auto_threshold"], SCHEDULE["auto_head_ratio"] * head) for value in front)
              for _, (*front, head) in decisions]
     for index in range(1, len(decisions)):

@@ -271,14 +271,21 @@ def fill_reference(model, images):
     return time.perf_counter() - start + compile_seconds, compile_seconds
 
 
-def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
-    """Build and train one arm through ``Model``; returns its measures."""
-    x_train, x_test, y_train, y_test = data
+def starting_network(workload, seed):
+    """The workload's network as round ``seed`` starts it: initialised after ``ms.set_seed(seed)``, with the
+    pretrained weights for ``finetune``."""
     ms.set_seed(seed)
     net = resnet(width=WORKLOADS[workload]["width"])
     weights = pretrained(workload, seed)
     if weights is not None:
         ms.load_param_into_net(net, ms.load_checkpoint(weights), strict_load=True)
+    return net
+
+
+def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
+    """Build and train one arm through ``Model``; returns its measures."""
+    x_train, x_test, y_train, y_test = data
+    net = starting_network(workload, seed)
     level, config = boost_config(arm)
     start = time.perf_counter()
     model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
