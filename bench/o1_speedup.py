@@ -16,9 +16,11 @@ What is measured: the config path only, nothing wired by hand. Every arm is
   ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets) and
   ``O1-cache`` / ``O1-lessbn`` (``configs/O1.json`` with the frozen-prefix cache, or LessBN, switched on) and
   ``O1-threshold<x>`` / ``O1-groups<n>`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` x instead of 0.4,
-  or with n groups instead of 3: ``O1-groups4``, the 4 groups it gave before 4a1b85b; ``O2-threshold<x>`` likewise
-  under msrun) and ``O1-earliest`` / ``O2-earliest`` (the file with the front frozen at the automatic schedule's
-  earliest decision, after 2% of the run: the bound of what any criterion can take from its freezing);
+  or with n groups instead of 3: ``O1-groups4``, the 4 groups it gave before 4a1b85b; ``O1-warmup<x>`` and
+  ``O1-interval<x>`` set ``auto_warmup_share`` and ``auto_interval_share``; settings join, as in
+  ``O1-warmup0.05-interval0.025``; ``O2-threshold<x>`` and the rest likewise under msrun) and ``O1-earliest`` /
+  ``O2-earliest`` (the file with the front frozen at the automatic schedule's earliest decision, after 2% of the
+  run: the bound of what any criterion can take from its freezing);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
   (level O2, a dict built from ``configs/O2.json`` with one change, ``common.device_number`` set to 1, so that
   AdaSum runs across the 2 workers as 2 groups of 1 device) against plain data-parallel (``configs/O0.json``).
@@ -63,6 +65,7 @@ Measures (rank 0's, under msrun):
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -117,22 +120,29 @@ EARLIEST = {"grad_freeze": {"auto_warmup_share": 0.0, "auto_interval_share": 0.0
 
 # A shipped file (the level the arm's name starts with) with one feature or setting changed (the cards in
 # docs/choosing-a-level.md; the bound of the targets in docs/benchmarks.md): arm name -> the change. Besides these,
-# "<level>-threshold<x>" sets grad_freeze.auto_threshold to x and "<level>-groups<n>" param_groups to n.
+# an arm's name may set grad_freeze keys after its level, each as "-<setting><value>" (SETTINGS): "O1-threshold0.3"
+# sets auto_threshold to 0.3, "O1-groups4" param_groups to 4, "O1-warmup0.05-interval0.025" both shares.
 VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
             "O1-lessbn": {"boost": {"less_bn": True}},
             "O1-earliest": EARLIEST,
             "O2-earliest": EARLIEST}
-SETTINGS = {"threshold": ("auto_threshold", float), "groups": ("param_groups", int)}
+SETTINGS = {"threshold": ("auto_threshold", float), "groups": ("param_groups", int),
+            "warmup": ("auto_warmup_share", float), "interval": ("auto_interval_share", float)}
 
 
 def variant(arm):
-    """The change an arm makes to its level's file (``VARIANTS``, or a setting named in the arm), or None."""
+    """The change an arm makes to its level's file (``VARIANTS``, or the settings named in the arm), or None."""
     if arm in VARIANTS:
         return VARIANTS[arm]
-    for name, (key, kind) in SETTINGS.items():
-        if f"-{name}" in arm:
-            return {"grad_freeze": {key: kind(arm.split(f"-{name}", 1)[1])}}
-    return None
+    parts = arm.split("-")[1:]
+    settings = {}
+    for part in parts:
+        name = next((name for name in SETTINGS if re.fullmatch(f"{name}[0-9.]+", part)), None)
+        if name is None:
+            return None
+        key, kind = SETTINGS[name]
+        settings[key] = kind(part[len(name):])
+    return {"grad_freeze": settings} if settings else None
 
 
 def boost_config(arm):
@@ -434,10 +444,11 @@ def main():
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
                         "configs/O1.json with the frozen-prefix cache on; O1-lessbn: configs/O1.json with "
-                        "LessBN switched on (the reference's O1); O1-threshold<x>, O1-groups<n> (O2-... under "
-                        "msrun): the file with auto_threshold x, with param_groups n; O1-earliest, O2-earliest (under "
-                        "msrun): the file with the front frozen at the automatic schedule's earliest decision (2%% of "
-                        "the run)")
+                        "LessBN switched on (the reference's O1); O1-threshold<x>, O1-groups<n>, O1-warmup<x>, "
+                        "O1-interval<x>, or several joined (O1-warmup0.05-interval0.025; O2-... under msrun): the file "
+                        "with auto_threshold, param_groups, auto_warmup_share, auto_interval_share set; O1-earliest, "
+                        "O2-earliest (under msrun): the file with the front frozen at the automatic schedule's "
+                        "earliest decision (2%% of the run)")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
