@@ -14,7 +14,8 @@ What is measured: the config path only, nothing wired by hand. Every arm is
 
 - stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0); with ``--arms``, also
   ``O1-bare`` / ``O2-bare`` (``boost_level`` alone, no file: what a user who only changes the import gets) and
-  ``O1-cache`` / ``O1-lessbn`` (``configs/O1.json`` with the frozen-prefix cache, or LessBN, switched on) and
+  ``O1-cache`` / ``O1-lessbn`` (``configs/O1.json`` with the frozen-prefix cache, or LessBN, switched on;
+  ``O1-lessbn-pass``: LessBN's graph pass alone, ``fn_flag`` and ``gc_flag`` off) and
   ``O1-threshold<x>`` / ``O1-groups<n>`` (``configs/O1.json`` with ``grad_freeze.auto_threshold`` x instead of 0.4,
   or with n groups instead of 3: ``O1-groups4``, the 4 groups it gave before 4a1b85b; ``O1-warmup<x>`` and
   ``O1-interval<x>`` set ``auto_warmup_share`` and ``auto_interval_share``; settings join, as in
@@ -124,6 +125,7 @@ EARLIEST = {"grad_freeze": {"auto_warmup_share": 0.0, "auto_interval_share": 0.0
 # sets auto_threshold to 0.3, "O1-groups4" param_groups to 4, "O1-warmup0.05-interval0.025" both shares.
 VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
             "O1-lessbn": {"boost": {"less_bn": True}},
+            "O1-lessbn-pass": {"boost": {"less_bn": True}, "less_bn": {"fn_flag": False, "gc_flag": False}},
             "O1-earliest": EARLIEST,
             "O2-earliest": EARLIEST}
 SETTINGS = {"threshold": ("auto_threshold", float), "groups": ("param_groups", int),
@@ -444,7 +446,8 @@ def main():
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
                         "configs/O1.json with the frozen-prefix cache on; O1-lessbn: configs/O1.json with "
-                        "LessBN switched on (the reference's O1); O1-threshold<x>, O1-groups<n>, O1-warmup<x>, "
+                        "LessBN switched on (the reference's O1); O1-lessbn-pass: LessBN's graph pass alone (no FN "
+                        "head, no gradient centralization); O1-threshold<x>, O1-groups<n>, O1-warmup<x>, "
                         "O1-interval<x>, or several joined (O1-warmup0.05-interval0.025; O2-... under msrun): the file "
                         "with auto_threshold, param_groups, auto_warmup_share, auto_interval_share set; O1-earliest, "
                         "O2-earliest (under msrun): the file with the front frozen at the automatic schedule's "
