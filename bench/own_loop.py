@@ -2,7 +2,10 @@
 ``build_train_network``, which tells the train cell its run with ``fit_to_run``) against the same command with
 ``configs/O0.json``, interleaved O0 O1 O1 O0 (ABBA), at each epoch count.
 
-    python bench/own_loop.py [--epochs 12 24] [--rounds 2]
+    python bench/own_loop.py [--epochs 12 24] [--rounds 2] [--arm O1-earliest]
+
+``--arm`` runs one of ``bench/o1_speedup.py``'s stand-alone arms in O1's place, written to a temporary config file
+(``O1-earliest``: the file with the front frozen after 2% of the run, the bound of what its freezing can take).
 
 Every run is a fresh process (``python examples/train.py --config ... --epochs E --seed r``, round r's seed for both
 arms), so compiles count as a user pays them; the script reads the example's own "total time" and "test
@@ -15,17 +18,30 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
+from o1_speedup import boost_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def arm_config(arm, directory):
+    """The config file of a stand-alone ``o1_speedup`` arm: the shipped file's path, else the arm's config written
+    as JSON under ``directory``."""
+    level, config = boost_config(arm)
+    if isinstance(config, str) and config:
+        return config
+    path = os.path.join(directory, f"{arm}.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(config or {"level": level}, handle)
+    return path
+
+
 def run(config, epochs, seed):
-    """``(seconds, accuracy)`` of one run of the example, from its own report."""
-    command = [sys.executable, os.path.join(ROOT, "examples", "train.py"), "--config",
-               os.path.join("configs", f"{config}.json"), "--epochs", str(epochs), "--seed", str(seed),
-               "--network", "resnet"]
+    """``(seconds, accuracy)`` of one run of the example with the config file ``config``, from its own report."""
+    command = [sys.executable, os.path.join(ROOT, "examples", "train.py"), "--config", config, "--epochs",
+               str(epochs), "--seed", str(seed), "--network", "resnet"]
     output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True,
                             env={**os.environ, "GLOG_v": "3"}).stdout
     seconds = float(re.search(r"total time: ([0-9.]+)s", output).group(1))
@@ -37,21 +53,30 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--epochs", type=int, nargs="+", default=[12, 24], help="epoch counts (default: 12 24)")
     parser.add_argument("--rounds", type=int, default=2, help="ABBA rounds per epoch count (default: 2)")
+    parser.add_argument("--arm", default="O1", help="the arm against O0: O1 (configs/O1.json, the default) or another "
+                        "of bench/o1_speedup.py's stand-alone arms, such as O1-earliest")
     args = parser.parse_args()
-    for epochs in args.epochs:
-        results = []
-        for seed in range(args.rounds):
-            for config in ("O0", "O1", "O1", "O0"):
-                seconds, accuracy = run(config, epochs, seed)
-                results.append({"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy})
-                print(json.dumps({"epochs": epochs, **results[-1]}), flush=True)
-        times = {c: [r["seconds"] for r in results if r["config"] == c] for c in ("O0", "O1")}
-        points = {c: 100 * np.mean([r["accuracy"] for r in results if r["config"] == c]) for c in ("O0", "O1")}
-        ratios = [o0 / o1 for o0, o1 in zip(times["O0"], times["O1"])]
-        print(f"{epochs} epochs: O0 {np.median(times['O0']):.1f} s, O1 {np.median(times['O1']):.1f} s, "
-              f"O1/O0 {np.median(ratios):.3f}x (pairs {' / '.join(f'{r:.2f}' for r in ratios)}); accuracy O0 "
-              f"{points['O0']:.2f}%, O1 {points['O1']:.2f}% ({points['O1'] - points['O0']:+.2f} points)", flush=True)
+    with tempfile.TemporaryDirectory() as directory:
+        configs = {arm: arm_config(arm, directory) for arm in ("O0", args.arm)}
+        for epochs in args.epochs:
+            compare(configs, args.arm, epochs, args.rounds)
 
+
+def compare(configs, arm, epochs, rounds):
+    """ABBA rounds of O0 and ``arm`` (``configs``: each one's config file) at ``epochs``; prints each run and the
+    summary."""
+    results = []
+    for seed in range(rounds):
+        for config in ("O0", arm, arm, "O0"):
+            seconds, accuracy = run(configs[config], epochs, seed)
+            results.append({"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy})
+            print(json.dumps({"epochs": epochs, **results[-1]}), flush=True)
+    times = {c: [r["seconds"] for r in results if r["config"] == c] for c in ("O0", arm)}
+    points = {c: 100 * np.mean([r["accuracy"] for r in results if r["config"] == c]) for c in ("O0", arm)}
+    ratios = [o0 / boosted for o0, boosted in zip(times["O0"], times[arm])]
+    print(f"{epochs} epochs: O0 {np.median(times['O0']):.1f} s, {arm} {np.median(times[arm]):.1f} s, "
+          f"{arm}/O0 {np.median(ratios):.3f}x (pairs {' / '.join(f'{r:.2f}' for r in ratios)}); accuracy O0 "
+          f"{points['O0']:.2f}%, {arm} {points[arm]:.2f}% ({points[arm] - points['O0']:+.2f} points)", flush=True)
 
 if __name__ == "__main__":
     main()
