@@ -78,5 +78,6 @@ def compare(configs, arm, epochs, rounds):
           f"{arm}/O0 {np.median(ratios):.3f}x (pairs {' / '.join(f'{r:.2f}' for r in ratios)}); accuracy O0 "
           f"{points['O0']:.2f}%, {arm} {points[arm]:.2f}% ({points[arm] - points['O0']:+.2f} points)", flush=True)
 
+
 if __name__ == "__main__":
     main()
