@@ -68,12 +68,12 @@ def trace(workload, seed):
 
 def would_freeze(decisions, updates):
     """The first update at which the file's rule would have frozen the front, or None."""
-    warmup = auto_criterion(updates, SCHEDULE["auto_interval_share"], SCHEDULE["auto_warmup_share"],
-                            SCHEDULE["auto_threshold"]).warmup
-    quiet = [all(0 <= value < max(SCHEDULE["auto_threshold"], SCHEDULE["auto_head_ratio"] * head) for value in front)
+    criterion = auto_criterion(updates, SCHEDULE["auto_interval_share"], SCHEDULE["auto_warmup_share"],
+                               SCHEDULE["auto_threshold"], SCHEDULE["auto_head_ratio"])
+    quiet = [all(0 <= value < max(criterion.threshold, criterion.head_ratio * head) for value in front)
              for _, (*front, head) in decisions]
     for index in range(1, len(decisions)):
-        if quiet[index] and quiet[index - 1] and decisions[index][0] >= warmup:
+        if quiet[index] and quiet[index - 1] and decisions[index][0] >= criterion.warmup:
             return decisions[index][0]
     return None
 

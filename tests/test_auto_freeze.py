@@ -37,6 +37,10 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
     velocity = [np.zeros_like(p) for p in params]
     segment = [0] * 4 + [1] * 4 + [2] * 4
     copies = [p.astype(np.float32).copy() for p in params]
+
+    def quiet(displacement):
+        return displacement < max(threshold, head_ratio * displacement[2])
+
     frozen, updates, trace, previous = 0, 0, [], -np.ones(3)
     for x, y in batches:
         trace.append(frozen)
@@ -51,8 +55,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
                 moved[segment[j]] += np.sum((p - copies[j]) ** 2)
                 size[segment[j]] += np.sum(p ** 2)
             displacement = np.sqrt(moved) / np.sqrt(size) * 100 / INTERVAL
-            quiet = displacement < max(threshold, head_ratio * displacement[2])
-            settled = quiet & (previous >= 0) & (previous < max(threshold, head_ratio * previous[2]))
+            settled = quiet(displacement) & (previous >= 0) & quiet(previous)
             if updates >= WARMUP and settled[:2].all():
                 frozen = 2
             copies = [p.astype(np.float32).copy() for p in params]
