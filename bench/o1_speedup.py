@@ -310,7 +310,7 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
     total = time.perf_counter() - start
     model.predict_network.set_train(False)
     cache = getattr(model.train_network, "prefix_cache", None)
-    route = getattr(model.train_network, "prefix_route", None)
+    route = getattr(model.train_network, "level_route", None)
     result = {"end_to_end": len(times.steps) * BATCH_SIZE * rank_count / total,
               "accuracy": accuracy(model.predict_network, x_test, y_test), "train": total, "build": build,
               "outside_steps": total - float(np.sum(times.steps)), **breakdown(times, cache)}

@@ -5,6 +5,9 @@ runs the active ones around each call. The hook protocol:
 
 - ``active`` (bool): whether the hook runs; a hook may step aside for the rest of the run (the frozen-prefix cache,
   where it does not pay).
+- ``required`` (bool): whether a step means something else without the hook (the first-overflow report, the cache);
+  a cell with a required hook active refuses to compile nested. One that only chooses among steps that mean the
+  same (the frozen levels' route without the cache) lets the cell's own step run there.
 - ``before_step(cell)`` and ``after_step(cell, inputs, outputs)``: around the step (the first-overflow report,
   ``diagnostics.FirstOverflowReporter``, reads the scale before and locates the overflow after).
 - ``take_step(cell, inputs)``: the step's outputs, taken by the hook (the frozen-prefix cache's route runs the step
@@ -19,8 +22,9 @@ import numpy as np
 from mindspore import Tensor, ops
 
 from .config import warn_user
+from .freezing.payback import compile_estimate, paying_levels
 
-__all__ = ["HostHooks", "PrefixCacheRoute"]
+__all__ = ["FrozenLevelRoute", "HostHooks"]
 
 
 class HostHooks:
@@ -64,9 +68,10 @@ class HostHooks:
 
     @property
     def host_hooks_ready(self):
-        """Whether the host hooks can run around this call: no active hook, or compiled (run, in PyNative) inside the
-        cell's own call. False when the cell is compiled inside another Cell's graph with an active hook."""
-        return not self.active_hooks or self.__dict__.get("_host_call", False)
+        """Whether the cell may compile its ``construct`` here: no active hook it requires (one without which a step
+        would mean something else), or compiled (run, in PyNative) inside the cell's own call. False when the cell
+        is compiled inside another Cell's graph with a required hook active."""
+        return not any(hook.required for hook in self.active_hooks) or self.__dict__.get("_host_call", False)
 
     @property
     def host_hooks_refusal(self):
@@ -78,21 +83,27 @@ class HostHooks:
                 "the feature off.")
 
 
-class PrefixCacheRoute:
-    """The frozen-prefix cache as a host hook: while active it takes every step, and it judges whether it pays.
+class FrozenLevelRoute:
+    """The frozen levels' steps, taken on the host: each compiles when first taken, the run's measured costs decide
+    which levels pay (``grad_freeze.payback``), and with the frozen-prefix cache the frozen prefix's outputs are
+    cached. While active it takes every step.
 
-    With ``k = schedule.frozen_for_good()`` leading groups frozen, it looks the batch's first input (one sample per
-    row) up in the cache (``FrozenPrefixCache``: the outputs of the stages before group ``k``, fingerprinted) and
-    runs ``cached[k]`` on those outputs and the other inputs; with ``k = 0`` it runs ``uncached[0]`` (the full step)
-    on the batch, with no host copy of it. Each step compiles when it first runs, so only the levels the schedule
-    reaches compile (the automatic schedule has one frozen level: the whole front, at once).
+    With ``k = schedule.frozen_for_good()`` leading groups frozen (one scalar read a step) it runs ``uncached[k]``
+    (the step that trains from group ``k``, with the frozen prefix inside its graph) on the batch, or, caching,
+    ``cached[k]`` on the cached outputs of the stages before group ``k`` (``FrozenPrefixCache``, fingerprinted by
+    sample). A step compiles when it first runs, so only the levels the schedule reaches compile.
 
-    Where the cache cannot pay on the run at hand it drops itself (``drop_cache``), with one warning that says why,
-    and the route goes on with ``uncached[k]``: the frozen prefix runs inside the compiled step, with no host copy of
-    the batch. Both rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your own
-    through the train cell's ``fit_to_run``); without it the route keeps caching and says once that it cannot judge.
-    ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
-    step (the freezing switch, every level's branch compiled in it) then takes every step.
+    Payback (``payback``; the automatic schedule): the ledger (``CostLedger``) times every step, from one call's
+    start to the next, by level; every ``cadence`` calls the route weighs which levels pay for their compile in the
+    steps left (``boost_cells.freezing.payback.paying_levels``) and lets the schedule freeze to those alone
+    (``schedule.allow``). Where none pays before the front is due to freeze, the run trains every group, as O0
+    does, and one warning says so with the measured figures. Data-parallel, the ranks' ledgers are averaged first (an
+    all-reduce at the same calls on every rank), so every rank allows the same levels.
+
+    The cache judges itself on the run at hand and drops itself (``drop_cache``) where it cannot pay, with one
+    warning that says why; the route goes on with ``uncached[k]``. Both of its rules need the run's steps per epoch
+    (``fit_run``; ``Model.train`` gives it, a loop of your own through the train cell's ``fit_to_run``); without it
+    the cache keeps caching and says once that it cannot judge.
 
     - Samples do not repeat (augmentation): an epoch after its first cached step, over an eighth of an epoch
       (``_RepeatWindow``), fewer than ``REPEAT_SHARE`` of the share of looked-up samples it had seen before that
@@ -102,36 +113,54 @@ class PrefixCacheRoute:
     - The data cannot fit ``cache_max_mb``: at a level's first outputs, an epoch's samples times the bytes of one
       sample's output exceed the cache's memory, so the cache would fill and then compute most samples anyway.
 
+    ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
+    step (the freezing switch, with the levels it compiles without the host) then takes every step, and the
+    schedule's levels are those again (``schedule.one_level``).
+
     Args:
-        schedule (Cell): the freezing schedule. cache (FrozenPrefixCache): the cache.
-        cached (dict): ``{k: step}`` on the cached outputs, for every ``k >= 1`` the schedule reaches.
-        uncached (dict): ``{k: step}`` on the batch, for ``k = 0`` and every ``k`` of ``cached``. Every step is a
-            ``ScheduledStep`` and returns ``(outputs, applied)``.
+        schedule (Cell): the freezing schedule.
+        uncached (dict): ``{k: step}`` on the batch, for ``k = 0`` and every level the schedule reaches. Every step
+            is a ``ScheduledStep`` and returns ``(outputs, applied)``.
+        ledger (CostLedger): the run's measured costs, or None without payback.
+        shares (tuple of float): with payback, each level's share of the network's layers (``layer_shares``); None:
+            no payback (the schedule keeps the levels it has).
+        accumulation (int): micro-steps (calls) per optimizer update.
+        cache (FrozenPrefixCache): the cache, or None. cached (dict): ``{k: step}`` on the cached outputs, for every
+            ``k >= 1`` the schedule reaches (with the cache).
         info (ParallelInfo): the data-parallel setting; default None: stand-alone.
 
     Attributes:
         active (bool): whether it takes the steps. caching (bool): whether it uses the cache. aside (str): why it
-            dropped the cache or stepped aside, or None.
+            dropped the cache or stepped aside, or None. required (bool): whether a step means something else
+            without it (caching: the cached prefix runs in inference mode), so the cell refuses to compile nested.
     """
 
     REPEAT_SHARE = 0.5  # the least share of repeated samples at which caching pays
 
-    def __init__(self, schedule, cache, cached, uncached, info=None):
+    def __init__(self, schedule, uncached, ledger=None, shares=None, accumulation=1, cache=None, cached=None,
+                 info=None):
         self.schedule = schedule
         self.all_reduce = ops.AllReduce() if info is not None and info.distributed else None
         self.ranks = info.size if info is not None and info.distributed else 1
+        self.uncached, self.cached = uncached, dict(cached or {})
+        self.ledger, self.shares, self.accumulation = ledger, shares, int(accumulation)
         self.cache = cache
-        self.cached, self.uncached = cached, uncached
-        self.active, self.caching = True, True
+        self.active, self.caching = True, cache is not None
         self.aside = None
         self.steps_per_epoch = None
         self._calls = 0  # steps taken, from the run's start
         self._window = None  # the _RepeatWindow, from the first cached step on
-        self._unjudged_warned = False
+        self._unjudged_warned = self._unpaid_warned = False
+        self._allowed = None  # the levels last allowed (host tuple)
+
+    @property
+    def required(self):
+        """Whether a step means something else without the route: while it caches."""
+        return self.caching
 
     def cells(self):
-        """Every step the route may run (for the train cell's Cell tree)."""
-        return [*self.uncached.values(), *self.cached.values()]
+        """Every step the route may run, and the ledger (for the train cell's Cell tree)."""
+        return [*self.uncached.values(), *self.cached.values()] + ([self.ledger] if self.ledger is not None else [])
 
     def fit_run(self, steps_per_epoch):
         """The run's steps (train-cell calls) per epoch, which the cache's rules need."""
@@ -147,10 +176,16 @@ class PrefixCacheRoute:
             warn_user(why)
 
     def step_aside(self, why):
-        """Stop taking steps for the rest of the run (the cell's own step takes them) and drop the cache, with one
-        ``BoostConfigWarning`` that says ``why``."""
+        """Stop taking steps for the rest of the run (the cell's own step takes them, with the levels it compiles
+        without the host), with one ``BoostConfigWarning`` that says ``why``."""
         if self.active:
-            self.drop_cache(why)
+            if self.caching:
+                self.drop_cache(why)
+            else:
+                self.aside = why
+                warn_user(why)
+            if self.shares is not None:
+                self.schedule.allow(self.schedule.one_level())
             self.active = False
 
     def before_step(self, cell):
@@ -160,9 +195,13 @@ class PrefixCacheRoute:
         """Nothing after a step."""
 
     def take_step(self, cell, inputs):
-        """The step, on the cached prefix outputs once groups are frozen for good."""
+        """The step at the schedule's frozen level: on the cached prefix outputs while caching at a level above 0."""
         self._calls += 1
         level = self.schedule.frozen_for_good()
+        if self.ledger is not None:
+            self.ledger.start(level)
+        if self.shares is not None and (self._calls - 1) % self.cadence == 0:
+            self._weigh(level)
         if level == 0 or not self.caching:
             return self.uncached[level](*inputs)[0]
         if not inputs:
@@ -174,6 +213,36 @@ class PrefixCacheRoute:
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         return outputs
+
+    @property
+    def cadence(self):
+        """Calls between two weighings: half the schedule's decision interval (in calls), so the levels allowed are
+        fresh at every decision."""
+        return max(1, self.schedule.plan.criterion.interval * self.accumulation // 2)
+
+    def _weigh(self, level):
+        """Allow the schedule the levels that pay in the steps left (see the class docstring)."""
+        plan, levels = self.schedule.plan, len(self.shares)
+        summary = self.ledger.summary()
+        if self.all_reduce is not None:  # every rank allows alike
+            summary = self.all_reduce(Tensor(summary)).asnumpy() / self.ranks
+        updates = self.schedule.applied_updates()
+        steps_left = max(0, plan.total_steps - updates) * self.accumulation
+        costs = self.ledger.costs(summary, self.shares)
+        paying = paying_levels(costs, level, steps_left)
+        allowed = tuple(k for k in range(levels) if k <= level or k in paying)
+        if allowed != self._allowed:
+            self.schedule.allow([k in allowed for k in range(levels)])
+            self._allowed = allowed
+        if paying or level > 0 or self._unpaid_warned or 0 not in costs.step or not costs.compile:
+            return
+        if updates + plan.criterion.interval >= plan.first_frozen_update:
+            self._unpaid_warned = True
+            warn_user(f"Gradient freezing does not pay in this run ('grad_freeze.payback'): at update {updates} of "
+                      f"{plan.total_steps}, a step costs {costs.step[0] * 1e3:.1f} ms and a frozen level's compile "
+                      f"about {compile_estimate(costs, level + 1):.2f} s, so no level's saving over the {steps_left} "
+                      "steps left repays its compile. The run trains every group, as O0 does, while that holds; set "
+                      "'grad_freeze.payback' to false to freeze regardless.")
 
     def _judge(self, level, rows, new_level, repeated):
         """Drop the cache where it cannot pay (see the class docstring)."""

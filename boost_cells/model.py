@@ -189,11 +189,11 @@ class Model(ModelBuildHooks):
                        "\n".join(explain(config, run, info.size if info.distributed else 1)))
 
     def _sink_mode_changes(self):
-        """The ``grad_freeze`` changes sink mode on GPU/Ascend needs: the frozen-prefix cache's route steps aside
-        (with a warning), so the train cell's own step, freezing inside the graph, runs in the device's loop; raise
-        for any other host-side feature."""
+        """The ``grad_freeze`` changes sink mode on GPU/Ascend needs: the frozen levels' route (the frozen-prefix
+        cache, payback) steps aside (with a warning), so the train cell's own step, freezing inside the graph, runs in
+        the device's loop; raise for any other host-side feature."""
         cell = self.train_network
-        route = getattr(cell, "prefix_route", None)
+        route = getattr(cell, "level_route", None)
         hooks = [hook for hook in getattr(cell, "active_hooks", ()) if hook is not route]
         if hooks:
             names = ", ".join(type(hook).__name__ for hook in hooks)
@@ -202,11 +202,15 @@ class Model(ModelBuildHooks):
                              "graph, where no host code runs between steps), but got True.")
         if route is None or not route.active:
             return {}
-        route.step_aside(f"For 'Model.train', 'grad_freeze.cache_frozen_prefix' is left out in dataset sink mode on "
-                         f"{device_target()}: the cache runs on the host between steps, and sink mode runs the steps "
-                         "inside the device's loop. Freezing itself is decided in the graph and stays; set the key to "
-                         "false, or use dataset_sink_mode=False to keep the cache.")
-        return {"cache_frozen_prefix": False}
+        keys = [key for key, on in (("cache_frozen_prefix", route.cache is not None), ("payback", route.shares is not None))
+                if on]
+        named = " and ".join(f"'grad_freeze.{key}'" for key in keys)
+        route.step_aside(f"For 'Model.train', {named} {'are' if len(keys) > 1 else 'is'} left out in dataset sink mode "
+                         f"on {device_target()}: the frozen levels' route runs on the host between steps, and sink mode "
+                         "runs the steps inside the device's loop. Freezing itself is decided in the graph and stays, "
+                         "the whole front at once, that level compiled with the step; set the key(s) to false, or use "
+                         "dataset_sink_mode=False to keep them.")
+        return dict.fromkeys(keys, False)
 
     def _fit_schedule_to_run(self, epoch, steps):
         """The ``grad_freeze`` change that sets a left-out ``total_steps`` from the run (once), or none, with a

@@ -196,7 +196,7 @@ class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Ce
         self.shared_scale = not isinstance(scale_sense, (list, tuple))
         scales = [LossScale(senses[0])] if self.shared_scale else [LossScale(sense) for sense in senses]
         # A pair's frozen steps run inside this cell's one graph: the frozen-prefix cache was left out (warned).
-        pair_config = config.replace("grad_freeze", cache_frozen_prefix=False)
+        pair_config = config.replace("grad_freeze", cache_frozen_prefix=False, payback=False)
         self.loss_scales = nn.CellList(scales, auto_prefix=False)
         # A pair moves its own scale in its step only when it owns it and decides alone; else this cell moves it.
         self.pairs_move_scales = not self.shared_scale and not shared_overflow

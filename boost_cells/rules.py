@@ -151,6 +151,7 @@ RULES = MappingProxyType({
     "auto_head_ratio": _number("a number in [0, 1] (a share of the head's displacement; 0: no comparison)",
                                lambda v: 0 <= v <= 1),
     "cache_frozen_prefix": _bool(),
+    "payback": _bool(),
     "cache_max_mb": _int(1),
     "freeze_p": _number("a number in [0, 1]", lambda v: 0 <= v <= 1),
     # DimReduce

@@ -8,7 +8,8 @@ schedule advances.
 
 ``build_step`` returns a ``BuiltStep``: the train step (one ``Step``, or with gradient freezing a ``FreezeSwitch``
 over one step per trained suffix, selected in the graph), the update strategy of the full step, the freezing
-schedule, and, where the frozen-prefix cache applies, its host route (``PrefixCacheRoute``). Suffix steps are built
+schedule, and, where the frozen levels are taken on the host (payback, the frozen-prefix cache), their route
+(``FrozenLevelRoute``). Suffix steps are built
 over shared state by the strategy contract (``for_suffix``) and hold the same loss-scale part and detector objects as
 the full step. The GAN cell's pairs and ``freeze_cell``'s steps come from here too.
 """
@@ -20,7 +21,9 @@ from .config import BoostConfig, warn_user
 from .distributed import parallel_info
 from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
 from .freezing import unfrozen
-from .host_hooks import PrefixCacheRoute
+from .freezing.ledger import CostLedger
+from .freezing.payback import layer_shares
+from .host_hooks import FrozenLevelRoute
 from .scaling.overflow import with_unscale
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce
 
@@ -160,14 +163,15 @@ class BuiltStep:
         update (UpdateStrategy): the full step's update strategy.
         adasum (AdaSumUpdate): the AdaSum part of ``update`` (itself, or the one its accumulation applies); None.
         schedule (Cell): the freezing schedule (``train_step`` is then a ``FreezeSwitch``); None without freezing.
-        prefix_route (PrefixCacheRoute): the frozen-prefix cache's host route; None where the cache does not apply.
+        level_route (FrozenLevelRoute): the frozen levels' host route (payback, the frozen-prefix cache); None where
+            neither applies.
     """
 
     train_step: nn.Cell
     update: nn.Cell
     adasum: nn.Cell = None
     schedule: nn.Cell = None
-    prefix_route: object = None
+    level_route: object = None
 
 
 def build_step(network, optimizer, config, info, *, who, own_construct=True, sens=1.0, loss_scale=None,
@@ -198,9 +202,37 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
     make_step = _step_maker(sens, loss_scale, overflow_detector)
     steps = _group_steps(network, optimizer, update, make_step)
     route = None
-    if _cache_applies(config, optimizer, schedule, who, own_construct):
-        route = _prefix_route(network, optimizer, config, info, update, schedule, steps, make_step)
+    cache = _cache_applies(config, optimizer, schedule, who, own_construct)
+    payback = _payback_applies(schedule, who, own_construct)
+    if cache or payback:
+        route = _level_route(network, optimizer, config, info, update, schedule, steps, make_step, cache, payback)
     return BuiltStep(FreezeSwitch(schedule, steps), update, adasum, schedule, route)
+
+
+def _payback_applies(schedule, who, own_construct):
+    """Whether the run's measured costs decide the frozen levels (``grad_freeze.payback``, the automatic schedule
+    with more than one group): the cell must run its own ``construct``, as the levels' steps are taken on the host;
+    a subclass's own ``construct`` freezes with the levels compiled with its step, with a warning naming the key."""
+    plan = schedule.plan
+    if not plan.payback or plan.groups < 2:
+        return False
+    if not own_construct:
+        warn_user(f"For '{who}', 'grad_freeze.payback' is left out: it takes the frozen levels' steps on the host, "
+                  "around construct, so this subclass's own construct would not run on them. The cell freezes the "
+                  "whole front at once, that level compiled with its step; set the key to false to silence this.")
+        return False
+    return True
+
+
+def _layer_shares(optimizer):
+    """Per group of ``optimizer`` (a ``FreezeOpt``), the share of the trained layers (weights of two or more
+    dimensions) in the groups before it (``layer_shares``)."""
+    groups = [{id(p): p for p in opt.parameters} for opt in optimizer.opts]
+    layers = []
+    for index, group in enumerate(groups):
+        later = groups[index + 1] if index + 1 < len(groups) else {}
+        layers.append(sum(1 for key, p in group.items() if key not in later and len(p.shape) >= 2))
+    return layer_shares(layers)
 
 
 def _cache_applies(config, optimizer, schedule, who, own_construct):
@@ -243,30 +275,39 @@ def _stage_starts(staged, optimizer):
     return [0] + starts[1:]
 
 
-def _prefix_route(network, optimizer, config, info, update, schedule, group_steps, make_step):
-    """The frozen-prefix cache's host route for a schedule that freezes groups for good (``schedule.frozen_levels``).
+def _level_route(network, optimizer, config, info, update, schedule, group_steps, make_step, cache, payback):
+    """The host route of the frozen levels (``FrozenLevelRoute``), for a schedule that freezes groups for good
+    (``schedule.frozen_levels``): with ``payback``, the ledger and the layer shares that decide which levels pay; with
+    ``cache``, the frozen-prefix cache.
 
-    Level ``k`` (the schedule's ``frozen_for_good()``) trains from group ``k`` on the cached outputs of the stages
-    before it: its step is a ``Step``/``ScaledStep`` over ``opts[k]`` and the suffix network (``nn.WithLossCell`` of
-    the remaining stages and the loss), its strategy ``update.for_suffix``, advancing the schedule as the switch's
-    own steps do (``ScheduledStep``). On the batch (level 0, or once the cache dropped itself) level ``k`` takes
-    ``group_steps[k]``, the switch's own branch. Segment ``j`` of the cache is the stages of group ``j`` that group
-    ``j + 1`` does not train.
+    On the batch, level ``k`` (the schedule's ``frozen_for_good()``) takes ``group_steps[k]``, the switch's own
+    branch, as a separate graph compiled when first taken. With the cache, level ``k`` trains from group ``k`` on the
+    cached outputs of the stages before it: its step is a ``Step``/``ScaledStep`` over ``opts[k]`` and the suffix
+    network (``nn.WithLossCell`` of the remaining stages and the loss), its strategy ``update.for_suffix``, advancing
+    the schedule as the switch's own steps do (``ScheduledStep``). Segment ``j`` of the cache is the stages of group
+    ``j`` that group ``j + 1`` does not train.
 
     Raises:
-        TypeError: ``network`` has no stages (``staged_network``). ValueError: groups not at stage boundaries.
+        TypeError: with the cache, ``network`` has no stages (``staged_network``). ValueError: groups not at stage
+            boundaries.
     """
+    levels = (0, *schedule.frozen_levels)
+    uncached = {level: ScheduledStep(schedule, group_steps[level]) for level in levels}
+    ledger = CostLedger(optimizer.groups_num) if payback else None
+    shares = _layer_shares(optimizer) if payback else None
+    accumulation = config.accumulation_steps
+    if not cache:
+        return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, info=info)
     staged = staged_network(network)
     starts = _stage_starts(staged, optimizer) + [len(staged.stages)]
     segments = [Stages(staged.stages[starts[j]:starts[j + 1]]) for j in range(optimizer.groups_num - 1)]
-    steps = {}
+    cached = {}
     for level in schedule.frozen_levels:
         suffix = staged.suffix_with_loss(starts[level])
         opt = optimizer.opts[level]
-        steps[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
-    cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
-    uncached = {level: ScheduledStep(schedule, group_steps[level]) for level in (0, *schedule.frozen_levels)}
-    return PrefixCacheRoute(schedule, cache, steps, uncached, info)
+        cached[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
+    prefix_cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
+    return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, prefix_cache, cached, info)
 
 
 def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulation, mean=None, degree=None,

@@ -97,12 +97,15 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         freeze_plan (FreezePlan): what the freezing schedule does over the run (None without freezing);
             ``fit_to_run(updates)`` fits it to a run before the first step.
         update (UpdateStrategy): the update strategy of the full step; ``adasum`` its AdaSum part (or None).
-        prefix_route (PrefixCacheRoute): with ``grad_freeze.cache_frozen_prefix``, the frozen-prefix cache's host
-            route, which takes every step while active (``boost_cells.host_hooks``); else None. ``prefix_cache``: its
-            cache (``hits``, ``misses``, ``seconds`` spent computing prefix outputs), or None. Once groups are
-            frozen for good, a call looks its first input up there and trains the suffix on the cached outputs
-            (a host route: the cell then refuses to be compiled nested, as with any host hook, unless the route
-            stepped aside: ``prefix_route.step_aside``, as ``Model.train`` does in sink mode).
+        level_route (FrozenLevelRoute): with ``grad_freeze.payback`` (the automatic schedule) or
+            ``grad_freeze.cache_frozen_prefix``, the frozen levels' host route, which takes every step while active
+            (``boost_cells.host_hooks``): each level's step compiles when first taken, the run's measured costs
+            (its ``ledger``, a ``CostLedger``) decide which levels pay; else None. ``prefix_cache``: its cache
+            (``hits``, ``misses``, ``seconds`` spent computing prefix outputs), or None. Once groups are frozen for
+            good, a call looks its first input up there and trains the suffix on the cached outputs (the cell then
+            refuses to be compiled nested, as with any required host hook, unless the route stepped aside:
+            ``level_route.step_aside``, as ``Model.train`` does in sink mode). Without the cache, a nested compile
+            runs the cell's own step, whose switch compiles the whole front's level with it.
 
     Inputs: ``*inputs``, the network's inputs.
     Outputs: Tensor, the loss (of this micro-batch when accumulating).
@@ -140,8 +143,8 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
     def _build_step(self, report=(), **scaling):
         """Everything the cell can run, from the step builder (``boost_cells.steps.build_step``): ``train_step``
         (with the freezing schedule when freezing), the full step's ``update`` and ``grad_reducer``, and the host
-        hooks: the frozen-prefix cache's route (``prefix_route``; ``prefix_cache`` is its cache, None without the
-        cache) and ``report``; ``scaling`` is a loss-scaled step's ``loss_scale`` and ``overflow_detector``. Then the
+        hooks: the frozen levels' route (``level_route``; ``prefix_cache`` is its cache, None without the cache) and
+        ``report``; ``scaling`` is a loss-scaled step's ``loss_scale`` and ``overflow_detector``. Then the
         cell's own state is named."""
         built = build_step(self.network, self.optimizer, self.boost_config, self.parallel, who=type(self).__name__,
                            own_construct=type(self).construct is BoostTrainOneStepCell.construct, sens=self.sens,
@@ -150,11 +153,11 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self.enable_adasum = built.adasum is not None
         self.grad_reducer = built.update.grad_reducer if built.update.grad_reducer is not None else nn.Identity()
         self._built_reducer = id(self.grad_reducer)  # the reducer the cell built (a subclass may assign its own)
-        self.prefix_route = built.prefix_route
-        self.prefix_cache = None if built.prefix_route is None else built.prefix_route.cache
-        if built.prefix_route is not None:
-            self.prefix_steps = nn.CellList(built.prefix_route.cells(), auto_prefix=False)
-        self.host_hooks = (() if built.prefix_route is None else (built.prefix_route,)) + tuple(report)
+        self.level_route = built.level_route
+        self.prefix_cache = None if built.level_route is None else built.level_route.cache
+        if built.level_route is not None:
+            self.route_cells = nn.CellList(built.level_route.cells(), auto_prefix=False)
+        self.host_hooks = (() if built.level_route is None else (built.level_route,)) + tuple(report)
         self._assumed_run = self._run_assumption()
         self._name_own_state()
 
@@ -216,7 +219,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
                 length, or a ``FreezeOpt`` given its own strategy, stays). Its tables are constants of the compiled
                 step. Default None: keep the plan.
             steps_per_epoch (int): calls of the cell per epoch, which the frozen-prefix cache needs to judge whether
-                it pays (``PrefixCacheRoute``). Default None: not given.
+                it pays (``FrozenLevelRoute``). Default None: not given.
         """
         if total_steps is not None:
             check(type(self).__name__, "total_steps", total_steps)
@@ -225,8 +228,8 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
             self._assumed_run = None
         if steps_per_epoch is not None:
             check(type(self).__name__, "steps_per_epoch", steps_per_epoch)
-            if self.prefix_route is not None:
-                self.prefix_route.fit_run(steps_per_epoch)
+            if self.level_route is not None:
+                self.level_route.fit_run(steps_per_epoch)
 
     def __call__(self, *inputs):
         if self._assumed_run is not None:

@@ -367,14 +367,18 @@ def state(cell):
     return {p.name: p.asnumpy().copy() for _, p in cell.parameters_and_names()}
 
 
-def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, **sections):
+def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, payback=False, **sections):
     """A boost config dict with gradient freezing (and any further sections, e.g. accumulation's); ``freeze_p`` only
-    for the schedules that read it (not the automatic one, where it would warn)."""
+    for the schedules that read it (not the automatic one, where it would warn); ``payback`` for the automatic one,
+    off by default here, so that what the schedule does never depends on this machine's clock (the payback tests
+    set their own, tests/test_payback.py)."""
     from boost_cells.freezing.sequences import is_automatic  # pylint: disable=import-outside-toplevel
     config = {"boost": {"mode": "manual", "grad_freeze": True},
               "grad_freeze": {"param_groups": param_groups, "freeze_type": freeze_type, "total_steps": total_steps}}
     if not is_automatic(freeze_type):
         config["grad_freeze"]["freeze_p"] = freeze_p
+    else:
+        config["grad_freeze"]["payback"] = payback
     for name, section in sections.items():
         if name == "boost":
             config["boost"].update(section)
@@ -492,3 +496,62 @@ def scale_free_run(samples, epochs=5, rank=0, size=1, batch_size=8):
     dataset = ms.dataset.NumpySlicesDataset({"x": x[rank::size], "y": y[rank::size]}, shuffle=False)
     model.train(epochs, dataset.batch(batch_size), callbacks=[Levels()], dataset_sink_mode=False)
     return {"updates": model.boost.config.section("grad_freeze")["total_steps"], "levels": levels}
+
+
+# 0.052 of the weights' size over an interval, per 100 updates. With these, the front segment settles by update 9
+# and the middle one only by update 17: the schedule waits for the whole front and freezes it after update 17.
+INTERVAL, WARMUP, THRESHOLD = 2, 3, 2.6
+STEPS = 20
+
+
+def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10, head_ratio=0.0):
+    """The automatic schedule deciding every ``interval`` updates from ``warmup`` on, as shares of ``total_steps``;
+    by default with the threshold alone (``auto_head_ratio`` 0)."""
+    config = freeze_config(freeze_type=3, total_steps=total_steps)
+    config["grad_freeze"].update(auto_interval_share=interval / total_steps, auto_warmup_share=warmup / total_steps,
+                                 auto_threshold=threshold, auto_head_ratio=head_ratio)
+    return config
+
+
+def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0, allowed=(2,),
+                   allowed_from=0):
+    """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
+    rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
+    WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against
+    its weights' copy s from the decision before (the initial weights before the first); a segment is quiet when its
+    displacement is below ``threshold`` or below ``head_ratio`` times the head's (the last segment's), and has
+    settled when it was quiet at this decision and the one before; from WARMUP updates on, the settled segments
+    reach the first front segment from ``frozen`` on that has not settled (2 when both have), and ``frozen`` becomes
+    the deepest of the ``allowed`` levels within that reach, if deeper (the last group never freezes; by default
+    only level 2 is allowed: both front segments freeze together; none at a decision before update
+    ``allowed_from``); then the copies are taken again. Returns (the frozen count before each step, the final
+    parameters)."""
+    params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
+    velocity = [np.zeros_like(p) for p in params]
+    segment = [0] * 4 + [1] * 4 + [2] * 4
+    copies = [p.astype(np.float32).copy() for p in params]
+
+    def quiet(displacement):
+        return displacement < max(threshold, head_ratio * displacement[2])
+
+    frozen, updates, trace, previous = 0, 0, [], -np.ones(3)
+    for x, y in batches:
+        trace.append(frozen)
+        grads = numpy_mlp_grads(params, x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64))
+        for j in range(GROUP_STARTS[frozen], len(params)):
+            velocity[j] = momentum * velocity[j] + grads[j]
+            params[j] = params[j] - lr * velocity[j]
+        updates += 1
+        if updates % INTERVAL == WARMUP % INTERVAL:
+            moved, size = np.zeros(3), np.zeros(3)
+            for j, p in enumerate(params):
+                moved[segment[j]] += np.sum((p - copies[j]) ** 2)
+                size[segment[j]] += np.sum(p ** 2)
+            displacement = np.sqrt(moved) / np.sqrt(size) * 100 / INTERVAL
+            settled = quiet(displacement) & (previous >= 0) & quiet(previous)
+            if updates >= WARMUP:
+                reach = next((g for g in range(frozen, 2) if not settled[g]), 2)
+                frozen = max([frozen] + [level for level in allowed if level <= reach and updates >= allowed_from])
+            copies = [p.astype(np.float32).copy() for p in params]
+            previous = displacement
+    return trace, params

@@ -6,62 +6,7 @@ import mindspore as ms
 import pytest
 
 from boost_cells import BoostConfig, BoostTrainOneStepCell
-from tests.helpers import (GROUP_STARTS, DataWrapperStandIn, data, freeze_config, mlp_setup, numpy_mlp_grads,
-                           state)
-
-# 0.052 of the weights' size over an interval, per 100 updates. With these, the front segment settles by update 9
-# and the middle one only by update 17: the schedule waits for the whole front and freezes it after update 17.
-INTERVAL, WARMUP, THRESHOLD = 2, 3, 2.6
-STEPS = 20
-
-
-def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10, head_ratio=0.0):
-    """The automatic schedule deciding every ``interval`` updates from ``warmup`` on, as shares of ``total_steps``;
-    by default with the threshold alone (``auto_head_ratio`` 0)."""
-    config = freeze_config(freeze_type=3, total_steps=total_steps)
-    config["grad_freeze"].update(auto_interval_share=interval / total_steps, auto_warmup_share=warmup / total_steps,
-                                 auto_threshold=threshold, auto_head_ratio=head_ratio)
-    return config
-
-
-def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0):
-    """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
-    rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
-    WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against
-    its weights' copy s from the decision before (the initial weights before the first); a segment is quiet when its
-    displacement is below ``threshold`` or below ``head_ratio`` times the head's (the last segment's), and has
-    settled when it was quiet at this decision and the one before; from WARMUP updates on, once both front segments
-    have settled they freeze together (the last group never freezes); then the copies are taken again. Returns (the
-    frozen count before each step, the final parameters)."""
-    params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
-    velocity = [np.zeros_like(p) for p in params]
-    segment = [0] * 4 + [1] * 4 + [2] * 4
-    copies = [p.astype(np.float32).copy() for p in params]
-
-    def quiet(displacement):
-        return displacement < max(threshold, head_ratio * displacement[2])
-
-    frozen, updates, trace, previous = 0, 0, [], -np.ones(3)
-    for x, y in batches:
-        trace.append(frozen)
-        grads = numpy_mlp_grads(params, x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64))
-        for j in range(GROUP_STARTS[frozen], len(params)):
-            velocity[j] = momentum * velocity[j] + grads[j]
-            params[j] = params[j] - lr * velocity[j]
-        updates += 1
-        if updates % INTERVAL == WARMUP % INTERVAL:
-            moved, size = np.zeros(3), np.zeros(3)
-            for j, p in enumerate(params):
-                moved[segment[j]] += np.sum((p - copies[j]) ** 2)
-                size[segment[j]] += np.sum(p ** 2)
-            displacement = np.sqrt(moved) / np.sqrt(size) * 100 / INTERVAL
-            settled = quiet(displacement) & (previous >= 0) & quiet(previous)
-            if updates >= WARMUP and settled[:2].all():
-                frozen = 2
-            copies = [p.astype(np.float32).copy() for p in params]
-            previous = displacement
-    return trace, params
-
+from tests.helpers import STEPS, DataWrapperStandIn, auto_config, data, freeze_config, mlp_setup, numpy_auto_run, state
 
 @pytest.mark.slow  # a whole run and its resumed half, compared
 def test_resumed_run_freezes_at_the_same_step(graph_mode, tmp_path):

@@ -57,7 +57,7 @@ def test_repeating_samples_keep_the_cache(graph_mode):
     trained = cell()
     trained.fit_to_run(steps_per_epoch=STEPS)
     assert train(trained, epochs(4, fresh=False)) == []
-    route = trained.prefix_route
+    route = trained.level_route
     assert route.caching and route.aside is None and trained.prefix_cache.hits > 0
 
 
@@ -70,7 +70,7 @@ def test_changing_samples_drop_the_cache_once_and_train_as_freezing_alone(graph_
     messages = train(cached, epochs(4, fresh=True))
     assert len(messages) == 1 and "only 0% of the samples it looked up had been seen before" in messages[0]
     assert "'grad_freeze.cache_frozen_prefix'" in messages[0]
-    assert not cached.prefix_route.caching and cached.prefix_route.active and not cached.prefix_cache.entries
+    assert not cached.level_route.caching and cached.level_route.active and not cached.prefix_cache.entries
     plain = cell(cache=False)
     train(plain, epochs(4, fresh=True))
     for got, want in zip(weights(cached), weights(plain)):
@@ -92,7 +92,7 @@ def test_without_the_epochs_length_the_cache_says_once_that_it_cannot_judge(grap
     trained = cell()
     messages = train(trained, epochs(2, fresh=True))
     assert len(messages) == 1 and "cannot judge whether it pays" in messages[0] and "fit_to_run" in messages[0]
-    assert trained.prefix_route.caching
+    assert trained.level_route.caching
 
 
 def test_the_steps_per_epoch_must_be_a_count():

@@ -87,7 +87,8 @@ def test_the_automatic_schedule_freezes_only_where_the_plan_decides(graph_mode):
 
 def test_the_plan_follows_the_rules_of_the_sequences():
     section = {"param_groups": 4, "freeze_type": 2, "freeze_p": 0.5, "total_steps": 100, "seed": 0,
-               "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4, "auto_head_ratio": 0.5}
+               "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4, "auto_head_ratio": 0.5,
+               "payback": False}
     plan = FreezePlan.from_section(section)
     assert plan.sequence == tuple(freeze_index_sequence(4, 2, 0.5, 100))
     assert plan.first_frozen_update == 51 and plan.stage_starts == ((1, 51), (2, 68), (3, 85))
@@ -98,5 +99,7 @@ def test_the_plan_follows_the_rules_of_the_sequences():
     assert continuous.for_run(7) is continuous
     auto = FreezePlan.from_section(dict(section, freeze_type="auto"))
     assert (auto.criterion.interval, auto.criterion.warmup, auto.first_frozen_update) == (5, 30, 31)
-    assert auto.trained_from == (0, 3) and auto.frozen_levels == (3,)
+    assert auto.trained_from == (0, 3) and auto.frozen_levels == (3,) and not auto.payback
+    paid = FreezePlan.from_section(dict(section, freeze_type="auto", payback=True))
+    assert paid.trained_from == (0, 3) and paid.frozen_levels == (1, 2, 3) and paid.payback
     assert auto.train_from(40) is None and auto.for_run(1000).criterion.warmup == 300

@@ -237,8 +237,8 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
 @pytest.mark.slow  # the shipped O1 config trained through Model
 def test_sink_mode_trains_the_o1_config_with_its_cache_on_without_the_cache(graph_mode, monkeypatch):
     """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with configs/O1.json, its cache and LessBN
-    switched on: the cache, which needs the host between steps, steps aside with one warning naming the key, and the
-    same train network (not rebuilt) freezes in the graph. Stand-ins: no GPU here, so the device target boost_cells
+    switched on: the cache and payback, which need the host between steps, step aside with one warning naming both
+    keys, and the same train network (not rebuilt) freezes in the graph, the whole front's level alone allowed. Stand-ins: no GPU here, so the device target boost_cells
     reads is patched to "GPU" (MindSpore itself, seeing CPU, then trains in non-sink mode); the cell, which holds
     its two steps (every group, the head alone) in its switch, is then run nested in a ``_DataWrapper``-shaped cell,
     as sink mode runs it: it compiles there and its schedule advances in the graph (that a nested schedule freezes
@@ -253,15 +253,17 @@ def test_sink_mode_trains_the_o1_config_with_its_cache_on_without_the_cache(grap
     model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_level="O1",
                   boost_config_dict=config)
     built = model.train_network
-    assert built.prefix_cache is not None and built.prefix_route.active
+    assert built.prefix_cache is not None and built.level_route.active
     monkeypatch.setattr(boost_cells.model, "device_target", lambda: "GPU")
     dataset = ms.dataset.NumpySlicesDataset({"image": x, "label": y}, shuffle=False).batch(16)
-    with pytest.warns(BoostConfigWarning, match="'grad_freeze.cache_frozen_prefix' is left out in dataset sink mode "
-                                                "on GPU"):
+    with pytest.warns(BoostConfigWarning, match="'grad_freeze.cache_frozen_prefix' and 'grad_freeze.payback' are left "
+                                                "out in dataset sink mode on GPU"):
         model.train(1, dataset, dataset_sink_mode=True)
     cell = model.train_network
-    assert cell is built and not cell.prefix_route.active and cell.active_hooks == []
-    assert not model.boost.config.section("grad_freeze")["cache_frozen_prefix"]
+    assert cell is built and not cell.level_route.active and cell.active_hooks == []
+    section = model.boost.config.section("grad_freeze")
+    assert not section["cache_frozen_prefix"] and not section["payback"]
+    assert cell.train_step.schedule.allowed_levels() == (cell.freeze_plan.groups - 1,)  # the switch's level alone
     assert len(cell.train_step.steps) == len(cell.train_step.schedule.trained_from) == 2  # all groups; the head
     sink = DataWrapperStandIn(cell)
     schedule = cell.train_step.schedule

@@ -73,13 +73,13 @@ def test_model_train_keeps_a_user_freeze_opt_and_its_groups_in_sink_mode(graph_m
     model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), user,
                   boost_config_dict=config)
     built = model.train_network
-    assert built.optimizer is user and built.prefix_route is not None
+    assert built.optimizer is user and built.level_route is not None
     monkeypatch.setattr(boost_cells.model, "device_target", lambda: "GPU")
     rng = np.random.RandomState(0)
     data = ms.dataset.NumpySlicesDataset({"x": rng.randn(32, 4).astype(np.float32),
                                           "y": rng.randint(0, 3, 32).astype(np.int32)}, shuffle=False).batch(8)
     with pytest.warns(BoostConfigWarning, match="left out in dataset sink mode on GPU"):
         model.train(1, data, dataset_sink_mode=True)
-    assert model.train_network is built and built.optimizer is user and not built.prefix_route.active
+    assert model.train_network is built and built.optimizer is user and not built.level_route.active
     assert [len(o.parameters) for o in user.opts] == [6, 4] and built.freeze_plan.sequence == (0, 1, 1)
     assert built.train_step.current_index() == 1

@@ -377,6 +377,7 @@ class FirstOverflowReporter:
         self._scale = None
 
     active = True  # a host hook that stays on for the whole run
+    required = True  # without it, no report: the cell refuses to compile nested
 
     def _source(self, train_cell):
         return train_cell if self.source is None else self.source

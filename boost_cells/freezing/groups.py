@@ -51,6 +51,9 @@ class GradientFreeze:
             auto_threshold (float): > 0, the displacement of a segment's weights per 100 updates, against their
             size, below which the segment has settled (``AutoSchedule``). auto_head_ratio (float): in [0, 1], a
             segment has also settled when its displacement is below this share of the head's (0: no comparison).
+            payback (bool): the automatic schedule freezes to the levels whose compile the run's steps left repay,
+            from the run's own measured step and compile times (``boost_cells.freezing.payback``; read by the train
+            cell); False: the whole front at once, that level compiled with the step, on every machine alike.
         cache_frozen_prefix (bool): cut the groups at the network's stage boundaries (``staged_network``), so that a
             train cell can cache the outputs of the groups frozen for good. cache_max_mb (int): that cache's memory,
             in MB (read by the train cell).
@@ -60,14 +63,14 @@ class GradientFreeze:
     """
 
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
-                 auto_warmup_share=0.1, auto_threshold=0.4, auto_head_ratio=0.5, cache_frozen_prefix=False,
-                 cache_max_mb=2048):
+                 auto_warmup_share=0.1, auto_threshold=0.4, auto_head_ratio=0.5, payback=True,
+                 cache_frozen_prefix=False, cache_max_mb=2048):
         check_freeze_args("GradientFreeze", freeze_type, freeze_p)
         self.run_assumed = False  # freeze_optimizer: a config that left total_steps out, whose default is assumed
         arguments = {"param_groups": param_groups, "freeze_type": freeze_type, "freeze_p": freeze_p,
                      "total_steps": total_steps, "seed": seed, "auto_interval_share": auto_interval_share,
                      "auto_warmup_share": auto_warmup_share, "auto_threshold": auto_threshold,
-                     "auto_head_ratio": auto_head_ratio,
+                     "auto_head_ratio": auto_head_ratio, "payback": payback,
                      "cache_frozen_prefix": cache_frozen_prefix, "cache_max_mb": cache_max_mb}
         for name, value in arguments.items():
             check("GradientFreeze", name, value)

@@ -136,19 +136,26 @@ class FreezePlan:
 
     @functools.cached_property
     def trained_from(self):
-        """Every first trained group an update can have: only the steps that train from these compile. The
-        automatic schedule has two: every group, and the head alone (it freezes the whole front at once)."""
+        """Every first trained group an update can have without the host: the freezing switch compiles these. The
+        automatic schedule has two: every group, and the head alone (without the host it freezes the whole front at
+        once; its other levels are the host route's, ``frozen_levels``)."""
         if self.kind == "auto":
             return tuple(sorted({0, self.groups - 1}))
         return tuple(sorted(set(self.sequence)))
 
     @functools.cached_property
     def frozen_levels(self):
-        """Every number above 0 of leading groups frozen for good the schedule can reach: the frozen-prefix cache
-        builds a step for each."""
+        """Every number above 0 of leading groups frozen for good the schedule can reach: the host route builds a
+        step for each (compiled when first taken). The automatic schedule reaches the whole front's level alone, or
+        with ``payback`` every level the run's measured costs allow (``payback``)."""
         if self.kind == "auto":
-            return (self.groups - 1,) if self.groups > 1 else ()
+            return tuple(range(1 if self.payback else self.groups - 1, self.groups))
         return tuple(sorted(set(self.floors) - {0}))
+
+    @property
+    def payback(self):
+        """Whether the run's measured costs decide the automatic schedule's levels (``grad_freeze.payback``)."""
+        return self.kind == "auto" and bool(self.section["payback"])
 
     def position(self, update):
         """The sequence entry of ``update`` (updates applied before it, from 0)."""

@@ -14,8 +14,8 @@ serves the switch and the frozen-prefix cache through one small contract:
   ``fit(plan)`` (host, before the first step) makes it follow the same plan made for another run length.
 
 Two schedules: ``SequenceSchedule`` walks a sequence of group indices drawn in advance (the continuous, interval and
-progressive types), ``AutoSchedule`` freezes the whole front for good once it has settled (type 3, "auto"), deciding
-in the graph every ``interval`` updates. Neither reads anything on the host during a step, so either holds however
+progressive types), ``AutoSchedule`` freezes settled front groups for good (type 3, "auto") to the levels the run
+allows, deciding in the graph every ``interval`` updates. Neither reads anything on the host during a step, so either holds however
 MindSpore calls the train cell: directly, nested in another Cell's graph (dataset sink mode), or from a subclass's
 ``construct``.
 """
@@ -79,8 +79,8 @@ class SequenceSchedule(nn.Cell):
 
 
 class AutoSchedule(nn.Cell):
-    """The front (every group but the head) freezes for good once its weights have settled
-    (``grad_freeze.freeze_type`` 3, "auto"), decided in the graph.
+    """Front groups freeze for good once their weights have settled (``grad_freeze.freeze_type`` 3, "auto"), to the
+    levels allowed (the whole front at once, or group by group where the run pays for it), decided in the graph.
 
     The evidence is how far each segment's weights moved over the last decision interval, against their size, per
     100 updates: ``displacement[g] = |w_g - s_g| / |w_g| * 100 / interval`` over segment ``g``'s weights ``w_g``
@@ -97,13 +97,16 @@ class AutoSchedule(nn.Cell):
       below ``head_ratio`` times the head's: a front that moves far less than the head is not what the task is
       still learning (a pretrained front under a new head, bench/freeze_trace.py: a quarter to a third of the
       head's rate at first, where a front trained from scratch moved 0.84 to 1.7 times as fast). It has settled
-      when it was quiet over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on, once
-      every segment but the head's has settled, the whole front freezes at once: ``frozen`` becomes the head's
-      group, which never freezes. One frozen level, not one per group: each level is a branch of the compiled step
-      that costs a compile (about 1 s here, issue 26), and the fronts measured here settled together, so the levels
-      between compiled and never ran. A front where one segment still moves waits. The work runs only at a decision
-      (a branch of the compiled step, over each segment's weights flattened into one vector, so the branch compiles
-      small), a step between decisions costs a counter, and no step reads anything on the host.
+      when it was quiet over the last two intervals (one quiet interval can be noise). From ``warmup`` updates on,
+      the leading segments that have settled may freeze for good: ``frozen`` becomes the deepest level ``k`` (the
+      first ``k`` groups frozen) that is allowed (``allowed[k]``) and that the settled segments reach; the head's
+      group never freezes. Which levels are allowed is what the run can pay for, as each level is a step that costs
+      a compile. Without the host, only the whole front's (one level, compiled with the step: a front where one
+      segment still moves waits); a host route that measures the run (``FrozenLevelRoute``, with
+      ``grad_freeze.payback``) allows the levels whose compile the steps left repay (``payback``), so the front
+      freezes group by group where steps are dear, and at once, or not at all, where compiles are. The work runs
+      only at a decision (a branch of the compiled step, over each segment's weights flattened into one vector, so
+      the branch compiles small), a step between decisions costs a counter, and no step reads anything on the host.
     - Data-parallel, every rank holds the same weights, so every rank measures the same displacements and decides
       the same without a collective.
 
@@ -116,6 +119,8 @@ class AutoSchedule(nn.Cell):
 
     Parameters (state, checkpointed):
         grad_freeze.frozen (int32): leading groups frozen for good; steps train from this group.
+        grad_freeze.allowed (bool, (groups,)): the levels a decision may freeze to (``allow``); at first the whole
+            front's alone (``groups - 1``).
         grad_freeze.updates (int32): updates applied so far.
         grad_freeze.displacement (float32, (groups,)): each segment's displacement per 100 updates at the last
             decision (-1 before the first; the head's 0 without ``head_ratio``).
@@ -133,7 +138,8 @@ class AutoSchedule(nn.Cell):
         self.updates = Parameter(_int32(0), name="grad_freeze.updates", requires_grad=False)
         self.displacement = Parameter(Tensor(-np.ones(self.groups, np.float32)), name="grad_freeze.displacement",
                                       requires_grad=False)
-        self.is_head = Tensor(np.arange(self.groups) == self.groups - 1)
+        self.allowed = Parameter(Tensor(self.one_level()), name="grad_freeze.allowed", requires_grad=False)
+        self.levels = Tensor(np.arange(self.groups, dtype=np.int32))
         self.head = _int32(self.groups - 1)
         self.zero = Tensor(0.0, mstype.float32)
         self.hyper_map = ops.HyperMap()
@@ -182,9 +188,15 @@ class AutoSchedule(nn.Cell):
         displacement, taken = self._displacements()
         previous = self.displacement + 0.0
         settled = ops.logical_and(ops.logical_and(self._quiet(displacement), previous >= 0.0), self._quiet(previous))
-        # The whole front (every segment but the head's) freezes once all of it has settled, from the warm-up on.
-        front_settled = ops.all(ops.logical_or(settled, self.is_head))
-        front = ops.select(ops.logical_and(front_settled, updates >= self.warmup), self.head, self.frozen + 0)
+        # The settled front reaches the first front segment from ``frozen`` on that has not settled (the head's level
+        # when all has); the deepest allowed level within that reach freezes, if deeper than ``frozen``.
+        unsettled = ops.logical_and(ops.logical_not(settled),
+                                    ops.logical_and(self.levels >= self.frozen, self.levels < self.head))
+        reach = ops.reduce_min(ops.select(unsettled, self.levels, ops.fill(mstype.int32, (self.groups,),
+                                                                           self.groups - 1)))
+        candidates = ops.logical_and(self.allowed, self.levels <= reach)
+        deepest = ops.reduce_max(ops.select(candidates, self.levels, ops.zeros((self.groups,), mstype.int32)))
+        front = ops.select(updates >= self.warmup, ops.maximum(deepest, self.frozen), self.frozen + 0)
         frozen = ops.assign(self.frozen, ops.depend(front, taken))
         return ops.depend(frozen, ops.assign(self.displacement, displacement))
 
@@ -195,6 +207,19 @@ class AutoSchedule(nn.Cell):
             token = ops.depend(token, self._decide(updates))
         return token
 
+    def one_level(self):
+        """The levels allowed without the host: the whole front's alone (bool, (groups,))."""
+        return np.arange(self.groups) == self.groups - 1
+
+    def allow(self, levels):
+        """Let the decisions freeze to the levels marked in ``levels`` (bool, (groups,)), written into the graph's
+        Parameter (``ops.assign``) between steps."""
+        ops.assign(self.allowed, Tensor(np.asarray(levels, np.bool_)))
+
+    def allowed_levels(self):
+        """The levels the decisions may freeze to (host tuple of int)."""
+        return tuple(int(k) for k in np.flatnonzero(self.allowed.asnumpy()))
+
     def current_index(self):
         """The first group the next step trains (host int)."""
         return int(self.frozen.asnumpy())
@@ -202,6 +227,10 @@ class AutoSchedule(nn.Cell):
     def frozen_for_good(self):
         """The leading groups frozen for good (host int)."""
         return int(self.frozen.asnumpy())
+
+    def applied_updates(self):
+        """The optimizer updates applied so far (host int)."""
+        return int(self.updates.asnumpy())
 
     def monitor_state(self):
         """For ``BoostMonitor``: each segment's displacement at the last decision."""

@@ -1,0 +1,85 @@
+"""The ledger of a run's measured costs per frozen level, which the payback rules read (``payback``).
+
+A step is timed from the start of one train-cell call to the start of the next, on the host: the wall time the run
+spends per step, data loading included, which no asynchronous launch hides (the next call waits for the step before
+it). A level's first step holds its compile too. The ledger keeps both in Parameters, so a checkpoint holds them and
+a resumed run decides from the times the interrupted one measured: a level timed before is not timed again from
+scratch, and its compile counts as paid.
+"""
+import time
+
+import numpy as np
+from mindspore import Parameter, Tensor, nn
+from mindspore.common import dtype as mstype
+
+from .payback import Costs
+
+__all__ = ["CostLedger"]
+
+
+class CostLedger(nn.Cell):
+    """Measured seconds of a run's steps at each frozen level, and of each level's first step (its compile).
+
+    Args:
+        levels (int): the levels measured, ``0 .. levels - 1`` (0: the full step; the groups of the schedule).
+        clock (callable): seconds as a float, increasing (default ``time.perf_counter``); tests set their own.
+
+    Parameters (state, checkpointed):
+        grad_freeze.ledger.first_step (float32, (levels,)): seconds of each level's first step (its compile and one
+            step), -1 before it ran.
+        grad_freeze.ledger.steps (float32, (levels, WINDOW)): each level's last ``WINDOW`` step times after its first,
+            seconds; step ``n`` of a level at column ``n % WINDOW``.
+        grad_freeze.ledger.timed (int32, (levels,)): the steps timed at each level after its first.
+    """
+
+    WINDOW = 16  # step times kept per level: their median is the level's step time
+    MIN_TIMED = 3  # steps timed after the first before a level's step time is known
+
+    def __init__(self, levels, clock=time.perf_counter):
+        super().__init__(auto_prefix=False)
+        self.levels = int(levels)
+        self.clock = clock
+        self.first_step = Parameter(Tensor(-np.ones(self.levels, np.float32)), name="grad_freeze.ledger.first_step",
+                                    requires_grad=False)
+        self.steps = Parameter(Tensor(np.zeros((self.levels, self.WINDOW), np.float32)),
+                               name="grad_freeze.ledger.steps", requires_grad=False)
+        self.timed = Parameter(Tensor(np.zeros(self.levels, np.int32)), name="grad_freeze.ledger.timed",
+                               requires_grad=False)
+        self._started = None  # (level, clock reading) of the call being timed; host only
+
+    def start(self, level):
+        """A step at ``level`` starts now: the step before it, if any, ends here and is recorded."""
+        now = self.clock()
+        if self._started is not None:
+            self.record(self._started[0], now - self._started[1])
+        self._started = (level, now)
+
+    def record(self, level, seconds):
+        """Record a step of ``seconds`` at ``level``: its first step if none was recorded, else one more step time.
+        Only the ledger's own host code writes its Parameters (no compiled graph reads them)."""
+        first = self.first_step.asnumpy()
+        if first[level] < 0:
+            first[level] = seconds
+            self.first_step.set_data(Tensor(first, mstype.float32))
+            return
+        timed, steps = self.timed.asnumpy(), self.steps.asnumpy()
+        steps[level, timed[level] % self.WINDOW] = seconds
+        timed[level] += 1
+        self.steps.set_data(Tensor(steps, mstype.float32))
+        self.timed.set_data(Tensor(timed, mstype.int32))
+
+    def summary(self):
+        """float32 (2, levels): each level's median step time and its compile (its first step less that median, or
+        the whole first step while the median is unknown), seconds; -1 where unknown."""
+        first, timed, steps = self.first_step.asnumpy(), self.timed.asnumpy(), self.steps.asnumpy()
+        median = np.array([np.median(steps[k, :min(timed[k], self.WINDOW)]) if timed[k] >= self.MIN_TIMED else -1.0
+                           for k in range(self.levels)], np.float32)
+        compile_seconds = np.where(first < 0, -1.0, np.maximum(0.0, first - np.maximum(median, 0.0)))
+        return np.stack([median, compile_seconds]).astype(np.float32)
+
+    @staticmethod
+    def costs(summary, shares):
+        """The ``Costs`` of a ``summary`` (or the mean of the ranks' summaries), with the layer ``shares``."""
+        median, compile_seconds = summary
+        return Costs(step={k: float(s) for k, s in enumerate(median) if s >= 0},
+                     compile={k: float(c) for k, c in enumerate(compile_seconds) if c >= 0}, shares=tuple(shares))

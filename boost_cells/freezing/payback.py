@@ -1,0 +1,95 @@
+"""Whether a frozen level pays for its compile on the run at hand, from that run's own measured times.
+
+A frozen level ``k`` (the first ``k`` groups frozen for good) saves every step the backward pass of those groups,
+and costs once the compile of its step. Going from the level trained now, ``current``, to ``k`` pays when the steps
+left times the saving it adds exceeds its compile:
+
+    steps_left * (saving(k) - saving(current)) > compile(k)
+
+Every term comes from the run itself (``CostLedger``, seconds), never from a constant fitted on one machine: where a
+step costs a second and a compile two, a level pays within a few steps; where a step costs 10 ms, the same level
+needs hundreds. So the same file freezes group by group on the first machine and keeps one level, or none, on the
+second.
+
+- ``saving(k)``: measured once level ``k`` has taken a few steps (the full step's median minus its own). Before,
+  scaled from the deepest level measured by the share of the network's layers before ``k`` (``shares``); before any
+  frozen level was measured, ``PRIOR_SAVING`` of the full step per share: a frozen prefix skips its weights'
+  gradients, at least a third of its forward and backward work (the weight-gradient products, one of three products
+  per layer), so the estimate is low and a level compiles only where it surely pays. Then its measurement takes over.
+- ``compile(k)``: 0 once level ``k`` has compiled (paid; a resumed run counts it paid too, so it decides as the
+  uninterrupted one did). Before, the run's first compile (the full step's, the largest graph of the run): a frozen
+  level's step is a smaller graph, so the estimate is again on the safe side.
+"""
+import dataclasses
+
+__all__ = ["Costs", "PRIOR_SAVING", "compile_estimate", "expected_saving", "layer_shares", "paying_levels"]
+
+PRIOR_SAVING = 1 / 3  # the least share of a prefix's step time that freezing it saves (its weight gradients)
+
+
+@dataclasses.dataclass(frozen=True)
+class Costs:
+    """A run's measured costs, in seconds.
+
+    Attributes:
+        step (dict): ``{level: median seconds of a step at that level}`` for the levels measured (0: the full step).
+        compile (dict): ``{level: seconds its compile took}`` for the levels compiled so far in the run.
+        shares (tuple of float): ``shares[k]``, the share of the network's layers in the groups before ``k``
+            (``shares[0]`` is 0, increasing).
+    """
+
+    step: dict
+    compile: dict
+    shares: tuple
+
+
+def layer_shares(layers):
+    """``shares[k]``: the share of the layers in the segments before ``k``, for ``layers[g]`` layers in segment ``g``
+    (the head's last); a layer stands for a step's work whatever its width, as a residual network's stages do."""
+    total = max(1, sum(layers))
+    shares, before = [], 0
+    for count in layers:
+        shares.append(before / total)
+        before += count
+    return tuple(shares)
+
+
+def expected_saving(costs, level):
+    """Seconds a step at ``level`` saves against a full step (measured, else estimated as the module says); None
+    before the full step was measured."""
+    full = costs.step.get(0)
+    if full is None:
+        return None
+    if level == 0:
+        return 0.0
+    if level in costs.step:
+        return full - costs.step[level]
+    measured = [k for k in costs.step if k > 0 and costs.shares[k] > 0]
+    if measured:
+        deepest = max(measured)
+        per_share = max(0.0, full - costs.step[deepest]) / costs.shares[deepest]
+    else:
+        per_share = full * PRIOR_SAVING
+    return per_share * costs.shares[level]
+
+
+def compile_estimate(costs, level):
+    """Seconds level ``level``'s compile still costs: 0 once compiled, else the run's largest compile so far; None
+    before any compile was measured."""
+    if level in costs.compile:
+        return 0.0
+    return max(costs.compile.values()) if costs.compile else None
+
+
+def paying_levels(costs, current, steps_left):
+    """The frozen levels above ``current`` that pay within ``steps_left`` steps (a tuple, increasing): those where
+    ``steps_left * (saving(k) - saving(current)) > compile(k)``; () until the full step and a compile are measured."""
+    now = expected_saving(costs, current)
+    if now is None:
+        return ()
+    paying = []
+    for level in range(current + 1, len(costs.shares)):
+        saving, compile_seconds = expected_saving(costs, level), compile_estimate(costs, level)
+        if compile_seconds is not None and steps_left * (saving - now) > compile_seconds:
+            paying.append(level)
+    return tuple(paying)

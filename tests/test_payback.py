@@ -1,0 +1,173 @@
+"""Payback (issue 37): the automatic schedule freezes to the levels whose compile the run's steps left repay, from
+the run's own measured step and compile times, never from a constant fitted on one machine.
+
+The rule (``boost_cells.freezing.payback``) against its arithmetic written out; the ledger (``CostLedger``) against
+the times it was given, through a checkpoint; and the whole loop on the TanhMLP with a clock the test sets, so no
+test depends on this machine's speed: where steps are dear and compiles cheap the front freezes group by group,
+where a compile costs more than one group's saving it freezes the whole front at once, and where no level repays its
+compile the run trains as O0 does and says so once. Each against the NumPy rendering of the schedule
+(``tests/helpers.py``'s ``numpy_auto_run``) with those levels allowed; a resumed run decides as the uninterrupted one did."""
+import warnings
+
+import mindspore as ms
+import numpy as np
+import pytest
+
+from boost_cells import BoostConfigWarning, BoostTrainOneStepCell
+from boost_cells.freezing.ledger import CostLedger
+from boost_cells.freezing.payback import PRIOR_SAVING, Costs, expected_saving, layer_shares, paying_levels
+from tests.helpers import STEPS, auto_config, data, mlp_setup, numpy_auto_run, state
+
+SHARES = layer_shares([2, 2, 2])  # TanhMLP: two Dense layers a segment
+
+
+def test_layer_shares_count_the_layers_before_each_level():
+    assert SHARES == (0.0, 1 / 3, 2 / 3)
+    assert layer_shares([1, 3, 4]) == (0.0, 1 / 8, 4 / 8)
+
+
+def test_a_level_pays_when_the_steps_left_repay_its_compile():
+    """``steps_left * (saving(k) - saving(current)) > compile(k)``: with the prior alone (saving(k) = step *
+    PRIOR_SAVING * share(k)), one second a step and one second of compile, 100 steps left pay for both levels; at
+    10 ms a step neither pays; a compile between the two levels' gains pays for the deeper level only."""
+    costs = Costs(step={0: 1.0}, compile={0: 1.0}, shares=SHARES)
+    assert expected_saving(costs, 1) == pytest.approx(PRIOR_SAVING / 3)
+    assert paying_levels(costs, 0, 100) == (1, 2)
+    assert paying_levels(Costs(step={0: 0.01}, compile={0: 1.0}, shares=SHARES), 0, 100) == ()
+    gain1, gain2 = 100 * PRIOR_SAVING / 3, 100 * PRIOR_SAVING * 2 / 3
+    between = Costs(step={0: 1.0}, compile={0: (gain1 + gain2) / 2}, shares=SHARES)
+    assert paying_levels(between, 0, 100) == (2,)
+    assert paying_levels(Costs(step={}, compile={}, shares=SHARES), 0, 100) == ()  # nothing measured yet
+
+
+def test_a_measured_level_replaces_the_prior_and_a_compiled_one_is_paid():
+    """Level 1 measured at 0.7 s against 1.0 s: its saving is 0.3 s, level 2's is scaled from it by the shares
+    (0.6 s); once level 2 compiled (a resumed run counts it compiled too) its compile costs nothing more."""
+    costs = Costs(step={0: 1.0, 1: 0.7}, compile={0: 2.0, 1: 1.5}, shares=SHARES)
+    assert expected_saving(costs, 1) == pytest.approx(0.3)
+    assert expected_saving(costs, 2) == pytest.approx(0.6)
+    assert paying_levels(costs, 1, 6) == ()  # 6 * 0.3 = 1.8 < 2.0, the largest compile measured
+    assert paying_levels(costs, 1, 7) == (2,)  # 2.1 > 2.0
+    paid = Costs(step={0: 1.0, 1: 0.7}, compile={0: 2.0, 1: 1.5, 2: 2.0}, shares=SHARES)
+    assert paying_levels(paid, 1, 1) == (2,)
+    slower = Costs(step={0: 1.0, 1: 1.1}, compile={0: 2.0, 1: 1.0}, shares=SHARES)
+    assert expected_saving(slower, 1) == pytest.approx(-0.1) and paying_levels(slower, 0, 10 ** 6) == ()
+
+
+def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):
+    """The first step at a level is its compile and a step; then the median of the last WINDOW steps; a
+    checkpoint holds it all, and a ledger loaded from it summarises the same."""
+    ledger = CostLedger(3)
+    for seconds in (3.0, 1.0, 1.2, 0.9, 5.0):  # level 0: first step 3 s; then 4 steps, one of them an outlier
+        ledger.record(0, seconds)
+    ledger.record(1, 2.0)
+    summary = ledger.summary()
+    np.testing.assert_allclose(summary[0], [np.median([1.0, 1.2, 0.9, 5.0]), -1, -1])
+    np.testing.assert_allclose(summary[1], [3.0 - 1.1, 2.0, -1])  # level 1: first step only, its median unknown
+    for seconds in np.arange(CostLedger.WINDOW + 4, dtype=np.float32):  # the window keeps the last WINDOW
+        ledger.record(2, float(seconds))
+    assert ledger.summary()[0][2] == np.median(np.arange(4, CostLedger.WINDOW + 4))
+    path = str(tmp_path / "ledger.ckpt")
+    ms.save_checkpoint(ledger, path)
+    loaded = CostLedger(3)
+    assert not ms.load_param_into_net(loaded, ms.load_checkpoint(path))[0]
+    np.testing.assert_array_equal(loaded.summary(), ledger.summary())
+
+
+class SetClock:
+    """A clock the test moves: ``now`` seconds."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def clocked_run(cell, batches, step_seconds, compile_seconds, clock=None, seen=()):
+    """Call ``cell`` on ``batches`` with a clock that makes each call at level ``k`` last ``step_seconds[k]``, and
+    the first at each level (not in ``seen``) ``compile_seconds`` more. Returns (the level before each call, the
+    warnings given)."""
+    clock = clock or SetClock()
+    cell.level_route.ledger.clock = clock
+    seen, trace = set(seen), []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for inputs in batches:
+            level = cell.train_step.current_index()
+            trace.append(level)
+            cell(*inputs)
+            clock.now += step_seconds[level] + (0.0 if level in seen else compile_seconds)
+            seen.add(level)
+    return trace, [w for w in caught if issubclass(w.category, BoostConfigWarning)]
+
+
+def payback_cell():
+    """The TanhMLP under the automatic schedule of tests/test_auto_freeze.py (a decision every 2 updates from update 3
+    on; its front segment settles by update 9, the middle one by 17), made for a run of 200 updates, with payback."""
+    net, net_with_loss, opt = mlp_setup()
+    config = auto_config(total_steps=200)
+    config["grad_freeze"]["payback"] = True
+    return net, BoostTrainOneStepCell(net_with_loss, opt, boost_config=config)
+
+
+# One second a step at level 0, 0.7 s at level 1, 0.4 s at level 2; the compile decides.
+# The full step is known after its first call and MIN_TIMED more, at the start of the next: the decision of that
+# call's update is the first that may freeze to a level that pays.
+ALLOWED_FROM = CostLedger.MIN_TIMED + 2
+STEP_SECONDS = {0: 1.0, 1: 0.7, 2: 0.4}
+CASES = {
+    # about 185 steps left when the front settles: level 1's prior gain is about 20 s, level 2's 41 s
+    "group_by_group": (1.0, (1, 2), None),  # the front segment after update 9, the middle after 17
+    "one_level": (30.0, (2,), None),
+    "none": (100.0, (), "does not pay"),
+}
+
+
+@pytest.mark.slow  # a clocked run per case
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_run_freezes_to_the_levels_that_pay(mode, case):
+    """With the clock set so that compiles are cheap, dear, or dearer than any saving, the schedule freezes group by
+    group (the front segment after update 9, the middle after 17), the whole front at once after update 17, or
+    never (one warning naming the key, the weights those of training every group), in both modes, exactly where the
+    NumPy rendering with those levels allowed does, and to the same weights."""
+    compile_seconds, allowed, warning = CASES[case]
+    net, cell = payback_cell()
+    assert cell.level_route is not None and cell.host_hooks == (cell.level_route,)
+    batches = [data(step) for step in range(STEPS)]
+    expected_trace, expected = numpy_auto_run(net, batches, allowed=allowed, allowed_from=ALLOWED_FROM)
+    trace, caught = clocked_run(cell, batches, STEP_SECONDS, compile_seconds)
+    assert trace == expected_trace
+    assert sorted(set(trace)) == [0, *allowed]
+    for got, want in zip(net.trainable_params(), expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=1e-5)
+    messages = [str(w.message) for w in caught]
+    if warning is None:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and warning in messages[0] and "'grad_freeze.payback'" in messages[0]
+
+
+@pytest.mark.slow  # a whole clocked run and its resumed half
+def test_a_resumed_run_decides_as_the_uninterrupted_one(graph_mode, tmp_path):
+    """Stopped after 12 steps (level 1 frozen and measured, level 2 not yet), saved and resumed in a new cell from the
+    checkpoint, the run allows and freezes exactly as the uninterrupted one and ends bit-identical: the ledger is
+    Parameters, and the levels compiled before count as paid."""
+    batches = [data(step) for step in range(STEPS)]
+    _, whole = payback_cell()
+    trace, _ = clocked_run(whole, batches, STEP_SECONDS, 1.0)
+    assert trace.index(1) == 9 and trace.index(2) == 17
+    _, first = payback_cell()
+    clock = SetClock()
+    first_trace, _ = clocked_run(first, batches[:12], STEP_SECONDS, 1.0, clock)
+    path = str(tmp_path / "payback.ckpt")
+    ms.save_checkpoint(first, path)
+    _, resumed = payback_cell()
+    assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
+    resumed_trace, _ = clocked_run(resumed, batches[12:], STEP_SECONDS, 1.0, clock, seen=set(first_trace))
+    assert first_trace + resumed_trace == trace
+    final, expected = state(resumed), state(whole)
+    assert sorted(final) == sorted(expected)
+    for name, value in expected.items():
+        if "ledger" not in name:  # the resumed ledger timed the step that resumed as a step, the whole one did not
+            assert np.array_equal(value, final[name]), name
