@@ -23,8 +23,8 @@ from mindspore.common.sparse_tensor import RowTensorInner as _RowTensorInner  # 
 from mindspore.train import Model as _MindSporeModel
 
 __all__ = ["ModelBuildHooks", "ModelParts", "SkipUnchangedCompilePhase", "amp_network", "ascend_uses_float_status",
-           "communication_group_exists", "float32_flags", "forget_listed_parameter", "make_row_tensor",
-           "model_optimizer", "npu_clear_float_status", "npu_get_float_status",
+           "communication_group_exists", "float32_flags", "forget_listed_parameter", "keep_float32",
+           "make_row_tensor", "model_optimizer", "npu_clear_float_status", "npu_get_float_status",
            "optimizer_init_arguments", "prefixes_child_names", "refresh_sequential_cell", "reset_pynative_executor",
            "to_float_request", "with_loss_cell_parts"]
 
@@ -113,6 +113,28 @@ def to_float_request(flags):
 def float32_flags(flags):
     """``flags`` of a ``to_float`` call changed to ask for float32 (see ``to_float_request``)."""
     return dict(flags, fp16=False, bf16=False, fp32=True)
+
+
+def keep_float32(cell, flags):
+    """For a cell whose numerics must stay float32 under mixed precision, from its ``add_flags_recursive``
+    override: ``return super().add_flags_recursive(**keep_float32(self, flags))``. A ``to_float(float16)`` or
+    ``to_float(bfloat16)`` (amp levels O2 and O3, on the cell or a network holding it) is passed on as float32, so
+    the cell and its sub-cells run in float32, and the requested dtype is recorded in ``cell.output_dtype`` for its
+    ``construct`` to cast its result to; ``to_float(float32)`` sets ``output_dtype`` to None (no cast); other flags
+    pass unchanged. The override belongs in the cell's own class body, not in a mixin: amp O1's rewrite
+    (``mindspore.rewrite``) rebuilds a cell's base classes from their source, importing each base's module by the
+    bare name once its folder is on ``sys.path`` (the rewrite puts it there) where that import succeeds; a mixin from
+    such a second copy of its module fails in its ``super()`` call with AttributeError.
+
+    Relies on: ``to_float_request``'s flags, and on MindSpore running a float32-flagged cell in float32 inside a
+    float16 network in both modes (in PyNative it casts every operator's inputs to the dtype of the innermost flagged
+    cell, so an explicit ``ops.cast`` to float32 inside a float16 cell is undone at the next operator).
+    """
+    requested = to_float_request(flags)
+    if requested is None:
+        return flags
+    cell.output_dtype = None if requested == mstype.float32 else requested
+    return float32_flags(flags)
 
 
 # ------------------------------------------------------------------------------------------------ optimizers

@@ -1,14 +1,21 @@
 """LessBN, the feature-normalised head and gradient centralization, each against a NumPy reference; parameter
-names and strict checkpoint loads; AutoBoost's less_bn train/eval transforms training a small BN network on CPU."""
+names and strict checkpoint loads; AutoBoost's less_bn train/eval transforms training a small BN network on CPU;
+all three under mixed precision (amp levels O1 to O3), as the model zoo calls Model."""
 import numpy as np
 import mindspore as ms
+import mindspore.dataset as ds
 import pytest
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.boost import ParameterProcess as RefParameterProcess
+from mindspore.boost.less_batch_normalization import CommonHeadLastFN as RefCommonHeadLastFN
+from mindspore.common import dtype as mstype
+from mindspore.train import FixedLossScaleManager
 from sklearn.datasets import load_digits
 
-from boost_cells import (AutoBoost, BoostTrainOneStepCell, CommonHeadLastFN, LessBN, OptimizerProcess,
+from boost_cells import (AutoBoost, BoostTrainOneStepCell, CommonHeadLastFN, LessBN, Model, OptimizerProcess,
                          ParameterProcess, build_train_network)
+from boost_cells.mindspore_internals import amp_network
+from boost_cells.transforms.less_bn import is_less_bn
 
 # O1 with only less_bn (manual mode starts from the level, so grad_freeze is switched off); fn_flag, gc_flag
 # default to True.
@@ -16,6 +23,10 @@ LESS_BN = {"level": "O1", "boost": {"mode": "manual", "less_bn": True, "grad_fre
 LESS_BN_NO_FN = {**LESS_BN, "less_bn": {"fn_flag": False}}
 GC_WEIGHTS = ("conv2.weight", "fc1.weight", "fc2.weight")   # ndim > 1 and shape[1] % 16 == 0
 EPS = 1e-4                                                   # ops.L2Normalize's epsilon
+# The dtype of the FN head's logits for float16 features under each amp level, as mindspore.boost's CommonHeadLastFN
+# gives it (test_fn_head_under_amp checks the reference against it): O1 casts white-listed operators only, so the
+# logits stay float32; O2 and O3 cast the network (to_float(float16)) and the logits follow.
+AMP_LOGITS = {"O1": mstype.float32, "O2": mstype.float16, "O3": mstype.float16}
 
 
 class BNNet(nn.Cell):
@@ -159,6 +170,50 @@ def test_fn_head_equals_numpy(mode):
     np.testing.assert_allclose(head(Tensor(x)).asnumpy(), numpy_fn_head(x, w, 2.5, b), rtol=1e-5, atol=1e-6)
     no_bias = CommonHeadLastFN(8, 3, weight_init=Tensor(w), has_bias=False)
     np.testing.assert_allclose(no_bias(Tensor(x)).asnumpy(), numpy_fn_head(x, w, 1.0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("amp_level", sorted(AMP_LOGITS))
+def test_fn_head_under_amp(mode, amp_level, tmp_path, monkeypatch):
+    """Regression (issue 38): float16 features met a float32 weight in the head's MatMul under amp O2/O3 in
+    GRAPH_MODE. Cast as Model casts a network (amp_network), the head returns the reference's dtype at each level,
+    and float32-accurate cosines where float16 features' sum of squares overflows (64 features around 40: 1e5 >
+    65504), while the reference's cosines vanish to 0 there and only its bias is left."""
+    monkeypatch.chdir(tmp_path)  # O1's rewrite writes the rewritten cells' source to ./rewritten_network
+    rng = np.random.RandomState(0)
+    w, b = rng.randn(3, 64).astype(np.float32), rng.randn(3).astype(np.float32)
+    x = (np.abs(rng.randn(2, 64)) * 40).astype(np.float16)
+    ours, ref = (amp_network(cls(64, 3, weight_init=Tensor(w), bias_init=Tensor(b)), None, amp_level)[0](Tensor(x))
+                 for cls in (CommonHeadLastFN, RefCommonHeadLastFN))
+    assert ours.dtype == ref.dtype == AMP_LOGITS[amp_level]
+    np.testing.assert_allclose(ours.asnumpy().astype(np.float32), numpy_fn_head(x.astype(np.float32), w, 1.0, b),
+                               rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(ref.asnumpy().astype(np.float32), np.broadcast_to(b, (2, 3)), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("amp_level", sorted(AMP_LOGITS))
+def test_model_trains_less_bn_under_amp(mode, amp_level, tmp_path, monkeypatch):
+    """Model(net, loss, opt, amp_level=..., boost_level="O1", ...) as the model zoo's ResNet and MobileNetV2 scripts
+    call it (metrics, a fixed loss scale of 1024 without skipping, the optimizer's loss_scale to match): the bare O1
+    level puts the FN head in place of BNNet's last Dense and centralizes the optimizer's gradients, and two steps
+    train every weight to finite values at each amp level; predict gives the head's logits in the reference's
+    dtype."""
+    monkeypatch.chdir(tmp_path)  # O1's rewrite writes the rewritten cells' source to ./rewritten_network
+    (x, y), _ = digits(n_train=16)
+    net = BNNet()
+    before = [p.asnumpy().copy() for p in net.trainable_params()]
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                  nn.Momentum(net.trainable_params(), 0.05, 0.9, loss_scale=1024.0), metrics={"acc"},
+                  amp_level=amp_level, boost_level="O1",
+                  loss_scale_manager=FixedLossScaleManager(1024, drop_overflow_update=False))
+    assert isinstance(net.fc2, CommonHeadLastFN) and is_less_bn(model.train_network)
+    assert any(any(cell.grad_centralization_flags) for _, cell in model.train_network.cells_and_names()
+               if isinstance(cell, nn.Optimizer))
+    model.train(1, ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8), dataset_sink_mode=False)
+    # By position: O1's rewrite prefixes the parameter names under LessBN (auto_prefix=False) with "network.".
+    after = [p.asnumpy() for p in net.trainable_params()]
+    assert len(after) == len(before) and all(np.isfinite(a).all() for a in after)
+    assert all(np.abs(a - b).max() > 0 for a, b in zip(after, before))
+    assert model.predict(Tensor(x[:4])).dtype == AMP_LOGITS[amp_level]
 
 
 def test_less_bn_flags_and_names():

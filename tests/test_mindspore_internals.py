@@ -79,18 +79,20 @@ def test_auto_prefix_flag():
 @pytest.mark.parametrize("dtype", [mstype.float16, mstype.bfloat16, mstype.float32])
 def test_to_float_marks_cells_by_flags(dtype):
     """Cell.to_float(dtype) calls add_flags_recursive with fp16/bf16/fp32 flags on every cell; a cell that passes
-    on float32_flags stays float32 while its siblings take the dtype."""
+    on keep_float32's flags (float32_flags) stays float32 while its siblings take the dtype, and records the dtype
+    asked for in output_dtype (None for float32)."""
     seen = []
 
     class StaysFloat32(nn.Cell):
         def add_flags_recursive(self, **flags):
             seen.append(internals.to_float_request(flags))
-            return super().add_flags_recursive(**internals.float32_flags(flags))
+            return super().add_flags_recursive(**internals.keep_float32(self, flags))
 
     net = nn.SequentialCell([nn.Dense(2, 2), StaysFloat32()])
     net.to_float(dtype)
     assert seen == [dtype]
     assert net[1].get_flags()["fp32"] and not net[1].get_flags()["fp16"]
+    assert net[1].output_dtype == (None if dtype == mstype.float32 else dtype)
     assert net[0].get_flags()["fp16"] == (dtype == mstype.float16)
     assert net[0].get_flags()["bf16"] == (dtype == mstype.bfloat16)
     assert internals.to_float_request({"defer_inline": True}) is None

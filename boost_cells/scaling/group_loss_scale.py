@@ -18,7 +18,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.train.loss_scale_manager import LossScaleManager
 
-from ..mindspore_internals import float32_flags, to_float_request
+from ..mindspore_internals import keep_float32
 from ..rules import check, check_scale_bounds
 from .loss_scale import DynamicLossScaleUpdate, check_scale_value
 from .overflow import zero_or_nan
@@ -122,13 +122,7 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
     def add_flags_recursive(self, **flags):
         """Mixed precision (``network.to_float(float16)``) keeps this cell in float32, since a float16 scale
         ratio overflows at 65504, and casts its output to the requested type instead, as the reference does."""
-        requested = to_float_request(flags)
-        if requested in (mstype.float16, mstype.bfloat16):
-            self.output_dtype = requested
-            flags = float32_flags(flags)
-        elif requested == mstype.float32:
-            self.output_dtype = None
-        return super().add_flags_recursive(**flags)
+        return super().add_flags_recursive(**keep_float32(self, flags))
 
     def __setattr__(self, name, value):
         if name == "loss_scale_groups":

@@ -4,6 +4,8 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.common.initializer import initializer
 
+from ..mindspore_internals import keep_float32
+
 __all__ = ["CommonHeadLastFN"]
 
 
@@ -14,6 +16,14 @@ class CommonHeadLastFN(nn.Cell):
     ``sqrt(max(sum(row^2), 1e-4))`` (``ops.L2Normalize``'s rule and epsilon, written out in elementary operations:
     on CPU the fused ``L2Normalize`` and its gradient cost a small network 2.5 ms a step more). Each logit is a cosine
     similarity between the feature and a class weight, scaled by one learned factor.
+
+    Mixed precision: ``x`` may come in any float dtype (float16 under amp levels O2 and O3); the head computes in
+    float32 at every amp level, because in float16 a feature row's ``sum(row^2)`` passes 65504 (a 2048-wide ResNet-50
+    feature of values around 6 does) and every cosine becomes 0, as the reference's do. Under ``to_float(float16)``
+    (amp levels O2 and O3, on the head or a network holding it) the head stays float32 (``keep_float32``) and casts
+    its logits to float16; otherwise (O0, O1) they come out float32: the reference's dtypes at each level. Under O1,
+    MindSpore casts the white-listed ``MatMul`` to float16, here as in the reference, so the cosines of the
+    normalised (float32) rows are taken in float16.
 
     Args:
         in_channels (int), out_channels (int): feature and class counts.
@@ -26,7 +36,9 @@ class CommonHeadLastFN(nn.Cell):
         weight (float32, (out_channels, in_channels)); multiplier (float32, (1,), initially 1);
         bias (float32, (out_channels,), only with ``has_bias``).
 
-    Inputs: ``x``, Tensor of shape (N, in_channels). Outputs: Tensor of shape (N, out_channels).
+    Inputs: ``x``, Tensor of shape (N, in_channels), any float dtype.
+    Outputs: Tensor of shape (N, out_channels): float32, or the dtype ``to_float`` asked for (float16, bfloat16),
+    which ``output_dtype`` holds (None: no cast).
     """
 
     def __init__(self, in_channels, out_channels, weight_init='normal', bias_init='zeros', has_bias=True):
@@ -38,6 +50,12 @@ class CommonHeadLastFN(nn.Cell):
             self.bias = Parameter(initializer(bias_init, [out_channels]), name='bias')
             self.bias_add = ops.BiasAdd()
         self.matmul = ops.MatMul(transpose_b=True)
+        self.output_dtype = None
+
+    def add_flags_recursive(self, **flags):
+        """Mixed precision (``to_float(float16)``: amp O2, O3) keeps the head float32 and sets the dtype it casts its
+        logits to (``keep_float32``)."""
+        return super().add_flags_recursive(**keep_float32(self, flags))
 
     @staticmethod
     def normalize(rows):
@@ -45,7 +63,12 @@ class CommonHeadLastFN(nn.Cell):
         return rows / ops.sqrt(ops.maximum((rows * rows).sum(axis=1, keepdims=True), 1e-4))
 
     def construct(self, x):
+        if x.dtype != mstype.float32:
+            x = ops.cast(x, mstype.float32)
         logits = self.matmul(self.normalize(x), self.normalize(self.weight))
         if self.has_bias:
             logits = self.bias_add(logits, self.bias)
-        return self.multiplier * logits
+        logits = self.multiplier * logits
+        if self.output_dtype is not None:
+            logits = ops.cast(logits, self.output_dtype)
+        return logits
