@@ -4,7 +4,13 @@ setup(
     name="boost_cells",
     version="0.1.0",
     description="Training-step cells for MindSpore: loss scaling on every target, accumulation, AdaSum.",
-    packages=find_packages(include=["boost_cells", "boost_cells.*"]),
+    # The level files and feature examples live once, in the repository's top-level configs/ (the tests, docs and
+    # bench/ read them there); the package ships that directory as boost_cells/configs/, so an installed package
+    # finds them by name (boost_cells.shipped). It holds no Python code: package_dir maps it, package_data takes its
+    # JSON files.
+    packages=find_packages(include=["boost_cells", "boost_cells.*"]) + ["boost_cells.configs"],
+    package_dir={"boost_cells.configs": "configs"},
+    package_data={"boost_cells.configs": ["*.json"]},
     python_requires=">=3.9",
     # numpy<2: MindSpore 2.10's extensions are built against NumPy 1.x; under NumPy 2 its PyNative paths print
     # "A module that was compiled using NumPy 1.x cannot be run in NumPy 2" tracebacks. 1.26 runs clean.

@@ -2,10 +2,11 @@
 
 Loss-scaled training that runs on CPU, GPU and Ascend, gradient accumulation and AdaSum, configured by a
 validated JSON boost config, stand-alone or data-parallel. ``python -m boost_cells explain CONFIG.json`` prints what a
-config will do (``boost_cells.explain``; ``Model.train`` logs the same). Every module path of ``mindspore.boost``
-is a module of boost_cells (``boost_cells.grad_accumulation``, ``boost_cells.boost_cell_wrapper``, ...): nine small
-files that re-export the package's names from where its own layout defines them; ``import boost_cells`` imports them,
-as ``import mindspore.boost`` imports its modules.
+config will do (``boost_cells.explain``; ``Model.train`` logs the same); the configs shipped with the package go by
+name (``"O1"``, ``boost_cells.shipped``), and ``python -m boost_cells configs`` lists them. Every module path of
+``mindspore.boost`` is a module of boost_cells (``boost_cells.grad_accumulation``, ``boost_cells.boost_cell_wrapper``,
+...): nine small files that re-export the package's names from where its own layout defines them; ``import
+boost_cells`` imports them, as ``import mindspore.boost`` imports its modules.
 """
 from .auto_boost import AutoBoost
 from .config import BoostConfig, BoostConfigWarning

@@ -18,9 +18,10 @@ class AutoBoost:
 
     Args:
         level (str): "O0", "O1" or "O2". Default: "O0". Any other value raises (the reference silently uses O0).
-        boost_config_dict (dict or str): a config dict in ``boost_config_dict`` format, a path to a JSON file, or
-            "" for the level's defaults. Default: "". A config without a ``"level"`` key takes ``level``; one
-            whose ``"level"`` differs from ``level`` is an error.
+        boost_config_dict (dict or str): a config dict in ``boost_config_dict`` format, a path to a JSON file, the
+            name of a config shipped with boost_cells (``"O1"``: the shipped ``O1.json``; an existing file wins over
+            a name), or "" for the level's defaults. Default: "". A config without a ``"level"`` key takes
+            ``level``; one whose ``"level"`` differs from ``level`` is an error.
 
     Attributes:
         boost_config (dict): the six resolved feature switches (a fresh copy on each access).
@@ -33,7 +34,7 @@ class AutoBoost:
     def __init__(self, level="O0", boost_config_dict=""):
         if boost_config_dict == "" or boost_config_dict is None:
             boost_config_dict = {}
-        self.config = BoostConfig.coerce(boost_config_dict, level=level)
+        self.config = BoostConfig.coerce(boost_config_dict, level=level, arg="boost_config_dict")
         self.level = level
         self.boost_config_dict = boost_config_dict
         self._warned = set()  # what this object's transforms already warned about (a network without a Dense)

@@ -10,6 +10,10 @@ over one step). What is meaningless is an error naming the key path: unknown key
 suggested), wrong types, out-of-range values, unknown levels and modes. Each key is checked by the rule of the same
 name in ``boost_cells.rules``, the rule the constructors use for their argument of that name.
 
+Wherever a config path is accepted, a str that is no file's path may name a config shipped with boost_cells
+(``"O1"``: the shipped ``O1.json``, ``boost_cells.shipped``); an existing file wins over a name, and anything else is
+a ``FileNotFoundError`` that lists the names. ``BoostConfig.level("O1")`` stays the reference's bare level.
+
 The one process-wide value the reference's API implies lives here too: the config of the most recent
 ``AutoBoost`` (``latest_config()``), which train cells built without ``boost_config=`` use. ``AutoBoost`` sets it
 (``set_latest_config``); ``reset_latest_config()`` forgets it (the test suite does so around every test).
@@ -24,6 +28,7 @@ from types import MappingProxyType
 
 from . import rules
 from .rules import MAX_LOSS_SCALE, check_scale_bounds
+from .shipped import shipped_configs
 
 __all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds",
            "freeze_keys_unread", "latest_config", "reset_latest_config", "set_latest_config", "warn_user"]
@@ -213,6 +218,33 @@ def _accumulation_step(raw, sections):
     return step
 
 
+def _config_file(path, arg):
+    """The file that ``path`` (the argument named ``arg``) stands for: ``path`` itself when it is an existing file (a
+    path wins over a name), else, for a str, the shipped config of that name (``shipped_configs``); a path object is
+    always a path."""
+    if os.path.isfile(path):
+        return os.fspath(path)
+    shipped = shipped_configs()
+    if isinstance(path, str) and path in shipped:
+        return str(shipped[path])
+    names = f"{', '.join(shipped)} (python -m boost_cells configs lists them).{_nearest_name(path, shipped)}"
+    if not isinstance(path, str):
+        raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file '{os.fspath(path)}' does not exist. A path "
+                                f"object is always a path; a shipped config is named by a str: {names}")
+    raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file {path!r} does not exist, and it is not the name "
+                            "of a config shipped with boost_cells. Give a path to a JSON config file or one of the "
+                            f"shipped names: {names}")
+
+
+def _nearest_name(path, shipped):
+    """The hint " Did you mean the shipped config 'O1'?" for the shipped name nearest the stem of ``path`` ("o1",
+    "configs/O1.json"), case aside; "" when none is near."""
+    by_lower = {name.lower(): name for name in shipped}
+    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0].lower()
+    near = difflib.get_close_matches(stem, list(by_lower), n=1)
+    return f" Did you mean the shipped config '{by_lower[near[0]]}'?" if near else ""
+
+
 def _no_duplicate_keys(pairs):
     """``json`` object hook: a key written twice would silently lose its first value."""
     out = {}
@@ -294,11 +326,21 @@ class BoostConfig:
 
     @classmethod
     def from_file(cls, path, level=None):
-        """Load and validate a JSON config file; ``level`` as in ``from_dict``. Every error about the file's content
-        (not JSON, not UTF-8, not an object, a key given twice, a bad key) is a ValueError naming the file."""
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"For 'BoostConfig', config file '{path}' does not exist.")
+        """Load and validate a JSON config file; ``level`` as in ``from_dict``. ``path`` is a file path or, as a str
+        that is no file's path, the name of a config shipped with boost_cells (``"O1"``: the shipped ``O1.json``, see
+        ``boost_cells.shipped``); an existing file wins over a name. Every error about the file's content (not JSON,
+        not UTF-8, not an object, a key given twice, a bad key) is a ValueError naming the file.
+
+        Raises:
+            FileNotFoundError: ``path`` is neither an existing file nor a shipped config's name (the message lists
+                the names).
+        """
+        return cls._load(path, level, "path")
+
+    @classmethod
+    def _load(cls, path, level, arg):
+        """``from_file`` for the argument named ``arg`` (``coerce``'s caller's name for it)."""
+        path = _config_file(path, arg)
         with open(path, "rb") as handle:
             data = handle.read()
         try:
@@ -321,9 +363,10 @@ class BoostConfig:
         return cls({"level": level})
 
     @classmethod
-    def coerce(cls, config, level=None):
-        """A BoostConfig from a BoostConfig, a dict or a JSON file path; ``level`` as in ``from_dict`` (a
-        BoostConfig must already have that level)."""
+    def coerce(cls, config, level=None, arg="boost_config"):
+        """A BoostConfig from a BoostConfig, a dict, a JSON file path or a shipped config's name (as ``from_file``);
+        ``level`` as in ``from_dict`` (a BoostConfig must already have that level). ``arg`` is the caller's name for
+        ``config``, which the errors name."""
         if isinstance(config, BoostConfig):
             if level is not None and config.level_name != level:
                 raise ValueError(f"For 'BoostConfig', the level argument {level!r} disagrees with the config's "
@@ -332,9 +375,9 @@ class BoostConfig:
         if isinstance(config, dict):
             return cls.from_dict(config, level=level)
         if isinstance(config, (str, os.PathLike)):
-            return cls.from_file(config, level=level)
-        raise TypeError("For 'boost_config', expected a BoostConfig, a dict or a JSON file path, but got "
-                        f"{type(config).__name__}.")
+            return cls._load(config, level, arg)
+        raise TypeError(f"For 'BoostConfig', '{arg}' must be a BoostConfig, a dict, a JSON file path or a shipped "
+                        f"config's name, but got {type(config).__name__}.")
 
     @property
     def level_name(self):

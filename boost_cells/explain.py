@@ -482,7 +482,7 @@ def explain(config, run=None, workers=None):
     Raises:
         TypeError, ValueError: as ``BoostConfig.coerce``; ``run`` not a ``Run``; ``workers`` not an int >= 1.
     """
-    config = BoostConfig.coerce(config)
+    config = BoostConfig.coerce(config, arg="config")
     if run is not None and not isinstance(run, Run):
         raise TypeError(f"For 'explain', 'run' must be a boost_cells.explain.Run or None, but got "
                         f"{type(run).__name__}.")
@@ -506,7 +506,7 @@ def summary(config, run=None):
 
     Args and Raises: as ``explain`` (without ``workers``).
     """
-    config = BoostConfig.coerce(config)
+    config = BoostConfig.coerce(config, arg="config")
     plan = _Plan(config, run)
     on = [name for name in FEATURES if config.enabled(name)]
     if plan.accumulation > 1:

@@ -73,8 +73,9 @@ class Model(ModelBuildHooks):
         network, loss_fn, optimizer, metrics, eval_network, eval_indexes, amp_level: as ``mindspore.train.Model``.
         boost_level (str): "O0", "O1" or "O2". Default: "O0".
         **kwargs: ``loss_scale_manager``, ``keep_batchnorm_fp32`` (as ``mindspore.train.Model``),
-            ``boost_config_dict`` (a dict in ``boost_config_dict`` format or a JSON config path; a ``"level"`` in it
-            must agree with ``boost_level``), ``acc_level`` (deprecated alias of ``boost_level``).
+            ``boost_config_dict`` (a dict in ``boost_config_dict`` format, a JSON config path or a shipped config's
+            name, as ``AutoBoost``; a ``"level"`` in it must agree with ``boost_level``), ``acc_level`` (deprecated
+            alias of ``boost_level``).
 
     Attributes:
         boost (AutoBoost): the resolved boost (``boost.config`` is the ``BoostConfig`` the train cell uses; after

@@ -81,8 +81,8 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
     Args:
         network (Cell): the network with loss. optimizer (Cell): the optimizer (or a ``FreezeOpt``).
         sens (float): the backward pass's initial gradient; default 1.0.
-        boost_config (BoostConfig, dict or str): config or JSON path; default: the latest ``AutoBoost``'s
-            config, else level O0.
+        boost_config (BoostConfig, dict or str): config, JSON path or a shipped config's name ("O1", as
+            ``BoostConfig.from_file``); default: the latest ``AutoBoost``'s config, else level O0.
 
     Attributes (``nn.TrainOneStepCell``'s, with the reference's meaning, for subclasses):
         network, optimizer, weights, grad (``GradOperation`` with ``sens_param``), sens, reducer_flag,
@@ -364,7 +364,7 @@ def build_train_network(network_with_loss, optimizer, config, loss_scale_manager
         UserWarning: with ``drop_overflow_update=False``, when the optimizer's ``loss_scale`` differs from the
             manager's scale, so every update is off by their ratio.
     """
-    config = BoostConfig.coerce(config)
+    config = BoostConfig.coerce(config, arg="config")
     if config.enabled("loss_scale_group") and not isinstance(loss_scale_manager, GroupLossScaleManager):
         raise ValueError("For 'build_train_network', 'loss_scale_group' is on, so 'loss_scale_manager' must be a "
                          f"GroupLossScaleManager, but got {type(loss_scale_manager).__name__}.")

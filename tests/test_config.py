@@ -8,6 +8,7 @@ import pytest
 
 from boost_cells import AutoBoost, BoostConfig, BoostTrainOneStepCell
 from boost_cells.config import FEATURES, LEVELS, BoostConfigWarning
+from boost_cells.train_cells import resolve_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 OFF = dict.fromkeys(FEATURES, False)
@@ -71,7 +72,8 @@ def test_bad_input_names_the_key(raw, fragment):
 def test_type_errors():
     with pytest.raises(TypeError, match="must be a dict"):
         BoostConfig.from_dict([("level", "O0")])
-    with pytest.raises(TypeError, match="boost_config"):
+    with pytest.raises(TypeError, match="'boost_config' must be a BoostConfig, a dict, a JSON file path or a shipped "
+                                        "config's name, but got int"):
         BoostConfig.coerce(3)
     with pytest.raises(ValueError, match="disagrees"):
         BoostConfig.from_dict({"level": "O0"}, level="O2")
@@ -123,6 +125,54 @@ def test_file_errors(tmp_path):
     bad.write_text("{level: O0")
     with pytest.raises(ValueError, match="not valid JSON"):
         BoostConfig.from_file(bad)
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in CONFIGS.glob("*.json")))
+def test_a_shipped_config_by_name(name):
+    """Issue 38: a shipped file's stem, given where a config path is accepted, is that file, on every way in."""
+    expected = BoostConfig.from_file(CONFIGS / f"{name}.json")
+    assert BoostConfig.from_file(name) == expected
+    assert BoostConfig.coerce(name) == expected
+    assert AutoBoost(expected.level_name, name).config == expected
+    assert resolve_config(name) == expected  # a train cell's boost_config=
+
+
+def test_a_name_is_not_the_bare_level():
+    """``BoostConfig.level("O1")`` stays the reference's level; "O1" as a config is the shipped, tuned file."""
+    assert BoostConfig.level("O1").enabled("less_bn") and not BoostConfig.from_file("O1").enabled("less_bn")
+    assert BoostConfig.from_file("O1") != BoostConfig.level("O1")
+
+
+def test_an_existing_path_wins_over_a_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "O1").write_text(json.dumps({"level": "O0"}))
+    assert BoostConfig.from_file("O1") == BoostConfig.level("O0")
+    assert AutoBoost("O0", "O1").config == BoostConfig.level("O0")
+
+
+def test_an_unknown_name_lists_the_shipped_names(tmp_path, monkeypatch):
+    """An unknown name (or a path that is not there) is a FileNotFoundError naming the argument, the shipped names
+    and that a path is accepted too, with the nearest name when there is one; a path object is never a name."""
+    monkeypatch.chdir(tmp_path)
+    names = ", ".join(sorted(path.stem for path in CONFIGS.glob("*.json")))
+    with pytest.raises(FileNotFoundError) as raised:
+        BoostConfig.from_file("O5")
+    assert str(raised.value) == (
+        "For 'BoostConfig', 'path': config file 'O5' does not exist, and it is not the name of a config shipped with "
+        f"boost_cells. Give a path to a JSON config file or one of the shipped names: {names} (python -m boost_cells "
+        "configs lists them).")
+    for where, call in [("boost_config_dict", lambda: AutoBoost("O1", "o1")),
+                        ("boost_config", lambda: resolve_config("o1"))]:
+        with pytest.raises(FileNotFoundError, match=f"'{where}': config file 'o1' does not exist.*shipped names: "
+                                                    f"{names} .*Did you mean the shipped config 'O1'"):
+            call()
+    with pytest.raises(FileNotFoundError, match="'configs/O1.json' does not exist.*Did you mean the shipped config "
+                                                "'O1'"):
+        BoostConfig.from_file("configs/O1.json")  # the repository's path, from outside the repository
+    with pytest.raises(FileNotFoundError, match="'nothing_like_it' does not exist.*configs lists them\\)\\.$"):
+        BoostConfig.from_file("nothing_like_it")
+    with pytest.raises(FileNotFoundError, match="config file 'O1' does not exist. A path object is always a path"):
+        BoostConfig.from_file(Path("O1"))
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.json")), ids=lambda p: p.name)

@@ -1,7 +1,7 @@
-"""What a config will do, printed: ``python -m boost_cells explain`` on every shipped config and on broken files
-(exit status 2, the library's own error naming the file and the key), ``boost_cells.explain``'s numbers against the
-freezing module's own (the sequences and the automatic schedule's criterion), and ``Model.train``'s log: one INFO
-line at its start with the run's numbers, the whole summary at DEBUG, nothing without a logging setup.
+"""What a config will do, printed: ``python -m boost_cells explain`` on every shipped config (O1 by name too) and on
+broken files (exit status 2, the library's own error naming the file and the key), ``boost_cells.explain``'s numbers
+against the freezing module's own (the sequences and the automatic schedule's criterion), and ``Model.train``'s log:
+one INFO line at its start with the run's numbers, the whole summary at DEBUG, nothing without a logging setup.
 
 The command line runs twice as a subprocess (every shipped config in one call, the broken files in another); the
 rest goes through the Python functions and ``boost_cells.__main__.main`` in this process."""
@@ -99,9 +99,9 @@ def test_command_explains_every_shipped_config():
 
 @pytest.mark.slow  # a subprocess
 def test_command_gives_the_librarys_error_for_a_broken_file_and_explains_the_others(tmp_path):
-    """An unknown key (with the nearest valid key), bad JSON and a missing file: each gets BoostConfig.from_file's
-    own message on stderr, naming the file and the key; the good file between them is still explained, with the
-    warning the library gives for it; exit status 2."""
+    """An unknown key (with the nearest valid key), bad JSON and a missing file: each gets the library's own message
+    on stderr (``BoostConfig.coerce``'s, the argument named CONFIG), naming the file and the key; the good file
+    between them is still explained, with the warning the library gives for it; exit status 2."""
     unknown = tmp_path / "unknown_key.json"
     unknown.write_text(json.dumps({"level": "O1", "grad_freeze": {"param_group": 4}}))
     not_json = tmp_path / "not_json.json"
@@ -115,7 +115,7 @@ def test_command_gives_the_librarys_error_for_a_broken_file_and_explains_the_oth
     assert len(errors) == 3, result.stderr
     for path in (unknown, not_json, missing):
         with pytest.raises((ValueError, FileNotFoundError)) as raised:
-            BoostConfig.from_file(path)
+            BoostConfig.coerce(str(path), arg="CONFIG")  # the command line gives a str
         assert f"python -m boost_cells explain: error: {raised.value}" in errors
     assert "unknown key 'param_group' in 'grad_freeze'" in errors[0] and "Did you mean 'param_groups'?" in errors[0]
     assert str(unknown) in errors[0] and str(not_json) in errors[1] and str(missing) in errors[2]
@@ -129,13 +129,28 @@ def test_command_gives_the_librarys_error_for_a_broken_file_and_explains_the_oth
     (["configs/O1.json", "--epochs", "0", "--steps-per-epoch", "4"], "argument --epochs: must be an int >= 1"),
     (["configs/O1.json", "--workers", "two"], "argument --workers: must be an int >= 1, but got 'two'"),
     (["configs/O1.json", "--level", "O3"], "argument --level: invalid choice: 'O3'"),
-    ([], "the following arguments are required: CONFIG.json"),
+    ([], "the following arguments are required: CONFIG"),
 ])
 def test_command_usage_errors_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["explain", *argv])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_command_explains_a_shipped_config_by_name(tmp_path, monkeypatch, capsys):
+    """Issue 38: ``explain O1`` from any directory explains the shipped O1.json; an unknown name exits 2 with the
+    library's error, which lists the names."""
+    assert main(["explain", str(ROOT / "configs" / "O1.json")]) == 0
+    by_path = blocks(capsys.readouterr().out)
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "O1"]) == 0
+    assert blocks(capsys.readouterr().out) == {"O1": by_path[str(ROOT / "configs" / "O1.json")]}
+    assert main(["explain", "O7"]) == 2
+    assert capsys.readouterr().err.startswith("python -m boost_cells explain: error: For 'BoostConfig', 'CONFIG': "
+                                              "config file 'O7' does not exist, and it is not the name of a config "
+                                              "shipped with boost_cells. Give a path to a JSON config file or one of "
+                                              "the shipped names: O0, O1, O2, ")
 
 
 def test_level_option_is_models_boost_level(tmp_path, capsys):

@@ -8,9 +8,10 @@ from mindspore import Tensor, nn
 from mindspore.train import Callback, LossMonitor, TimeMonitor
 from mindspore.train.callback import CheckpointConfig, ModelCheckpoint
 
-from boost_cells import (AutoBoost, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
+from boost_cells import (AutoBoost, BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell,
                          CommonHeadLastFN, Model, build_train_network)
 from tests.helpers import Linear, weights_of
+from tests.launch import ROOT
 
 STEPS, BATCH = 4, 8
 
@@ -132,6 +133,19 @@ def test_model_amp_level_o2_casts_and_scales(graph_mode):
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     assert any((before[name] != value).any() for name, value in weights_of(net).items())
     assert net.fc.weight.dtype == ms.float32
+
+
+def test_model_takes_a_shipped_config_by_name(tmp_path, monkeypatch):
+    """Issue 38: ``boost_config_dict="grad_accumulation"`` is the shipped file from any directory, as its path is
+    from the repository's root; an unknown name is an error naming the argument; "" stays the level's defaults."""
+    monkeypatch.chdir(tmp_path)
+    net, loss, opt = setup()
+    model = Model(net, loss, opt, boost_config_dict="grad_accumulation")
+    assert model.boost.config == BoostConfig.from_file(ROOT / "configs" / "grad_accumulation.json")
+    assert model.train_network.use_grad_accumulation
+    with pytest.raises(FileNotFoundError, match="'boost_config_dict': config file 'O9' does not exist"):
+        Model(net, loss, opt, boost_config_dict="O9")
+    assert Model(net, loss, opt, boost_config_dict="").boost.config == BoostConfig.level("O0")
 
 
 def test_model_errors():
