@@ -146,11 +146,19 @@ def _automatic_lines(plan, name, start):
         below += f" (or auto_head_ratio {criterion.head_ratio:g} of the head's: a front moving far slower than " \
             "its head, as a pretrained one does)"
         copied = "of every group"
+    if plan.freeze.payback:
+        depth = ("the leading settled groups freeze for good (the last, the head, never does), as deep as the run "
+                 "can pay for (payback: each step is timed, and a frozen level is allowed only where the steps left "
+                 "times its saving exceed its compile, both measured on this run; group by group where steps are "
+                 "dear, the whole front at once or not at all where compiles are; it needs the host between steps, "
+                 "and without it, the whole front at once)")
+    else:
+        depth = ("the whole front (every group but the last, the head, which never freezes) freezes for good at once "
+                 "when all of it has settled (a front whose weights still move waits): one frozen level, so one more "
+                 "step compiles (payback false)")
     return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
             "the decision before (displacement: |w - w_before| / |w| per 100 updates); a group whose displacement "
-            f"stayed below {below} over the last two intervals has settled, and the whole front (every group but "
-            "the last, the head, which never freezes) freezes for good at once when all of it has settled (a front "
-            "whose weights still move waits): one frozen level, so one more step compiles. It keeps a copy of the "
+            f"stayed below {below} over the last two intervals has settled, and {depth}. It keeps a copy of the "
             f"weights {copied} (their memory once more).",
             f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
             "freeze the front."]
@@ -352,10 +360,10 @@ def _adasum_compiles(plan):
     frozen-prefix cache's route), or every level's at the first step (the freezing switch)."""
     if not plan.config.enabled("grad_freeze") or not plan.freeze.freezes:
         return "its one step graph compiles at the first step."
-    if plan.section["cache_frozen_prefix"] and plan.freeze.freezes_for_good:
+    if (plan.section["cache_frozen_prefix"] or plan.freeze.payback) and plan.freeze.freezes_for_good:
         return ("its step graphs compile as the steps that use them first run: the full step's at the first step, a "
-                "frozen level's when the schedule first reaches it, so a run compiles one per level it reaches (the "
-                "automatic schedule has one frozen level: the whole front).")
+                "frozen level's when the schedule first reaches it, so a run compiles one per level it reaches "
+                "(with payback, only the levels that repay their compile).")
     return (f"the freezing switch compiles every level's AdaSum step at the first step "
             f"({_plural(len(plan.freeze.trained_from), 'level')}); a short run pays that up front.")
 

@@ -238,8 +238,9 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
 def test_sink_mode_trains_the_o1_config_with_its_cache_on_without_the_cache(graph_mode, monkeypatch):
     """``Model.train(..., dataset_sink_mode=True)`` on GPU or Ascend with configs/O1.json, its cache and LessBN
     switched on: the cache and payback, which need the host between steps, step aside with one warning naming both
-    keys, and the same train network (not rebuilt) freezes in the graph, the whole front's level alone allowed. Stand-ins: no GPU here, so the device target boost_cells
-    reads is patched to "GPU" (MindSpore itself, seeing CPU, then trains in non-sink mode); the cell, which holds
+    keys, and the same train network (not rebuilt) freezes in the graph, the whole front's level alone allowed.
+    Stand-ins: no GPU here, so the device target boost_cells reads is patched to "GPU" (MindSpore itself, seeing
+    CPU, then trains in non-sink mode); the cell, which holds
     its two steps (every group, the head alone) in its switch, is then run nested in a ``_DataWrapper``-shaped cell,
     as sink mode runs it: it compiles there and its schedule advances in the graph (that a nested schedule freezes
     exactly as a direct one is tests/test_auto_freeze.py's)."""
