@@ -1,11 +1,11 @@
 """The documentation works as written (tests/docs_check.py): every complete python block of README.md and
 docs/*.md runs in a fresh process from an empty directory, every relative link and heading anchor resolves, no page
 links or cites a file outside the repository, every shell block says what runs it; the README stays short and CI
-runs its test command; and the checker itself fails a broken example, reports a broken link and reports a link or
-a citation outside the repository."""
+runs its test command; no user page names a commit (the benchmarks record excepted); and the checker itself fails a
+broken example, reports a broken link, reports a link or a citation outside the repository, and finds a commit."""
 import pytest
 
-from tests.docs_check import code_blocks, pages, problems, run_block
+from tests.docs_check import RECORD, code_blocks, commit_id_problems, pages, problems, run_block
 from tests.launch import ROOT
 
 BLOCK_TIMEOUT = 180  # seconds; each block takes a few on 2 idle cores, the margin is for a loaded machine
@@ -22,6 +22,25 @@ def test_example_runs_as_written(block, tmp_path):
 
 def test_links_anchors_citations_and_block_markers_resolve():
     assert problems(pages(ROOT), ROOT) == []
+
+
+def test_user_pages_name_no_commit():
+    """README.md and the topic pages say what is true today: no commit id on them (STYLE rule 21); the benchmarks
+    record, which says how each figure came to be, is the one page that names commits."""
+    assert [problem for page in pages(ROOT) if page.name != RECORD for problem in commit_id_problems(page)] == []
+
+
+def test_the_commit_check_finds_a_commit_and_nothing_else(tmp_path):
+    """A word of 7 to 40 hex digits with a digit and a letter is a commit, in prose, in an anchor or in code; a
+    figure, a hex word without a digit or a letter, a hex literal, a short or a longer word are not."""
+    page = tmp_path / "page.md"
+    page.write_text("Measured at 4a1b85b, 1.54x.\n[the record](benchmarks.md#files-4a1b85b-to-b5b475a)\n"
+                    "`git show f1f11c3:docs/x.md`\nNot: deadbeef, 12345678, 0x1f2e3d4c5b, abc1234x, 4a1b85, "
+                    "1e-5, a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6.\n", encoding="utf-8")
+    found = commit_id_problems(page)
+    assert [problem.split(": names commit ")[1].split(";")[0] for problem in found] == [
+        "4a1b85b", "4a1b85b", "b5b475a", "f1f11c3"], found
+    assert found[0].startswith("page.md:1: ")
 
 
 def test_readme_is_short_and_ci_runs_its_test_command():
