@@ -1,6 +1,8 @@
 """What several test modules and the msrun workers share (no pytest import; a test module never imports another,
 tests/test_layers.py checks): tiny networks and their builders, NumPy references, recording stand-ins for Ascend-only
 ops."""
+import warnings
+
 import numpy as np
 from mindspore import Tensor, nn, ops
 
@@ -555,3 +557,32 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
             copies = [p.astype(np.float32).copy() for p in params]
             previous = displacement
     return trace, params
+
+
+class SetClock:
+    """A clock the test moves: ``now`` seconds."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def clocked_run(cell, batches, step_seconds, compile_seconds, clock=None, seen=()):
+    """Call ``cell`` on ``batches`` with a clock that makes each call at level ``k`` last ``step_seconds[k]``, and
+    the first at each level (not in ``seen``) ``compile_seconds`` more. Returns (the level before each call, the
+    warnings given)."""
+    from boost_cells import BoostConfigWarning  # pylint: disable=import-outside-toplevel
+    clock = clock or SetClock()
+    cell.level_route.ledger.clock = clock
+    seen, trace = set(seen), []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for inputs in batches:
+            level = cell.train_step.current_index()
+            trace.append(level)
+            cell(*inputs)
+            clock.now += step_seconds[level] + (0.0 if level in seen else compile_seconds)
+            seen.add(level)
+    return trace, [w for w in caught if issubclass(w.category, BoostConfigWarning)]

@@ -13,8 +13,8 @@ from tests.launch import msrun
 pytestmark = pytest.mark.slow  # every test reads the results of a 2-worker msrun job
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
-SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_cached", "freeze_uncached",
-             "freeze_scale"]
+SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_payback", "freeze_cached",
+             "freeze_uncached", "freeze_scale"]
 GROUP_STARTS = (0, 4, 8)
 
 
@@ -79,6 +79,15 @@ def test_automatic_schedule_decides_alike_on_every_rank(results):
     """Both ranks freeze at the same steps (the bit-identical test above covers all state) and it did freeze."""
     indices = [results[("freeze_auto", rank)]["indices"].tolist() for rank in range(2)]
     assert indices[0] == indices[1] and max(indices[0]) >= 1 and indices[0][0] == 0
+
+
+def test_payback_allows_the_same_levels_on_every_rank(results):
+    """Ranks whose clocks disagree (freezing pays on one, not on the other) average their ledgers, so both allow
+    the whole front's level alone and freeze it at the same step, straight to it (the bit-identical test above
+    covers the weights and the allowed levels); alone, the slow-compiling rank would never have frozen."""
+    runs = [results[("freeze_payback", rank)] for rank in range(2)]
+    assert runs[0]["indices"].tolist() == runs[1]["indices"].tolist()
+    assert max(runs[0]["indices"]) == 2 and 1 not in runs[0]["indices"].tolist()
 
 
 def test_frozen_prefix_cache_in_data_parallel_training(results):

@@ -7,16 +7,14 @@ test depends on this machine's speed: where steps are dear and compiles cheap th
 where a compile costs more than one group's saving it freezes the whole front at once, and where no level repays its
 compile the run trains as O0 does and says so once. Each against the NumPy rendering of the schedule
 (``tests/helpers.py``'s ``numpy_auto_run``) with those levels allowed; a resumed run decides as the uninterrupted one did."""
-import warnings
-
 import mindspore as ms
 import numpy as np
 import pytest
 
-from boost_cells import BoostConfigWarning, BoostTrainOneStepCell
+from boost_cells import BoostTrainOneStepCell
 from boost_cells.freezing.ledger import CostLedger
 from boost_cells.freezing.payback import PRIOR_SAVING, Costs, expected_saving, layer_shares, paying_levels
-from tests.helpers import STEPS, auto_config, data, mlp_setup, numpy_auto_run, state
+from tests.helpers import STEPS, SetClock, auto_config, clocked_run, data, mlp_setup, numpy_auto_run, state
 
 SHARES = layer_shares([2, 2, 2])  # TanhMLP: two Dense layers a segment
 
@@ -72,34 +70,6 @@ def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):
     loaded = CostLedger(3)
     assert not ms.load_param_into_net(loaded, ms.load_checkpoint(path))[0]
     np.testing.assert_array_equal(loaded.summary(), ledger.summary())
-
-
-class SetClock:
-    """A clock the test moves: ``now`` seconds."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-def clocked_run(cell, batches, step_seconds, compile_seconds, clock=None, seen=()):
-    """Call ``cell`` on ``batches`` with a clock that makes each call at level ``k`` last ``step_seconds[k]``, and
-    the first at each level (not in ``seen``) ``compile_seconds`` more. Returns (the level before each call, the
-    warnings given)."""
-    clock = clock or SetClock()
-    cell.level_route.ledger.clock = clock
-    seen, trace = set(seen), []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for inputs in batches:
-            level = cell.train_step.current_index()
-            trace.append(level)
-            cell(*inputs)
-            clock.now += step_seconds[level] + (0.0 if level in seen else compile_seconds)
-            seen.add(level)
-    return trace, [w for w in caught if issubclass(w.category, BoostConfigWarning)]
 
 
 def payback_cell():

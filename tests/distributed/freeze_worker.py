@@ -17,7 +17,7 @@ from boost_cells import (  # noqa: E402
     BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate)
 from boost_cells.freezing import GradientFreeze  # noqa: E402
 from tests.distributed.worker import shard  # noqa: E402
-from tests.helpers import TanhMLP, freeze_config, init_data_parallel, scale_free_run  # noqa: E402
+from tests.helpers import TanhMLP, clocked_run, freeze_config, init_data_parallel, scale_free_run  # noqa: E402
 
 STEPS = 4
 
@@ -107,13 +107,32 @@ def cached_run(rank, size, cache):
             "hits": np.array(hits)}
 
 
+def scenario_freeze_payback(rank, size):
+    """Payback, data-parallel, with a clock per rank (tests/helpers.py's ``clocked_run``): steps of 1.0, 0.7 and
+    0.4 s at levels 0, 1 and 2 on both ranks, a compile of 60 s on rank 0 and 1 s on rank 1. Alone, rank 0 would
+    allow no level (the whole front saves about 0.22 s a step, 43 s over the 194 steps left) and rank 1 every one;
+    the ranks average their ledgers (a compile of 30.5 s), so both allow the whole front's level alone and freeze it
+    at the same step (threshold 1000: every segment settles at the second decision). The ledgers themselves differ
+    (each rank's clock) and are left out of the state."""
+    net = TanhMLP()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    config = freeze_config(freeze_type="auto", total_steps=200, payback=True)
+    config["grad_freeze"].update(auto_interval_share=0.01, auto_warmup_share=0.01, auto_threshold=1000)
+    cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
+    batches = [shard(step, rank, size) for step in range(12)]
+    trace, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 60.0 if rank == 0 else 1.0)
+    state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names() if ".ledger." not in p.name}
+    return {**state, "indices": np.array(trace)}
+
+
 def scenario_freeze_scale(rank, size):
     """The automatic schedule through Model.train over this rank's shard of 64 samples (tests/helpers.py's
     ``scale_free_run``): half the updates per epoch of a stand-alone run."""
     return scale_free_run(64, rank=rank, size=size)
 
 
-SCENARIOS = {"freeze_scale": scenario_freeze_scale, "freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto, "freeze_adasum": scenario_freeze_adasum,
+SCENARIOS = {"freeze_scale": scenario_freeze_scale, "freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto,
+             "freeze_payback": scenario_freeze_payback, "freeze_adasum": scenario_freeze_adasum,
              "freeze_overflow": scenario_freeze_overflow, "freeze_cached": lambda r, s: cached_run(r, s, True),
              "freeze_uncached": lambda r, s: cached_run(r, s, False)}
 
