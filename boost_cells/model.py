@@ -203,14 +203,14 @@ class Model(ModelBuildHooks):
                              "graph, where no host code runs between steps), but got True.")
         if route is None or not route.active:
             return {}
-        keys = [key for key, on in (("cache_frozen_prefix", route.cache is not None), ("payback", route.shares is not None))
-                if on]
+        keys = [key for key, on in (("cache_frozen_prefix", route.cache is not None),
+                                    ("payback", route.shares is not None)) if on]
         named = " and ".join(f"'grad_freeze.{key}'" for key in keys)
-        route.step_aside(f"For 'Model.train', {named} {'are' if len(keys) > 1 else 'is'} left out in dataset sink mode "
-                         f"on {device_target()}: the frozen levels' route runs on the host between steps, and sink mode "
-                         "runs the steps inside the device's loop. Freezing itself is decided in the graph and stays, "
-                         "the whole front at once, that level compiled with the step; set the key(s) to false, or use "
-                         "dataset_sink_mode=False to keep them.")
+        route.step_aside(f"For 'Model.train', {named} {'are' if len(keys) > 1 else 'is'} left out in dataset sink "
+                         f"mode on {device_target()}: the frozen levels' route runs on the host between steps, and "
+                         "sink mode runs the steps inside the device's loop. Freezing itself is decided in the graph "
+                         "and stays, the whole front at once, that level compiled with the step; set the key(s) to "
+                         "false, or use dataset_sink_mode=False to keep them.")
         return dict.fromkeys(keys, False)
 
     def _fit_schedule_to_run(self, epoch, steps):

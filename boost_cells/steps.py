@@ -9,9 +9,9 @@ schedule advances.
 ``build_step`` returns a ``BuiltStep``: the train step (one ``Step``, or with gradient freezing a ``FreezeSwitch``
 over one step per trained suffix, selected in the graph), the update strategy of the full step, the freezing
 schedule, and, where the frozen levels are taken on the host (payback, the frozen-prefix cache), their route
-(``FrozenLevelRoute``). Suffix steps are built
-over shared state by the strategy contract (``for_suffix``) and hold the same loss-scale part and detector objects as
-the full step. The GAN cell's pairs and ``freeze_cell``'s steps come from here too.
+(``FrozenLevelRoute``). Suffix steps are built over shared state by the strategy contract (``for_suffix``) and hold
+the same loss-scale part and detector objects as the full step. The GAN cell's pairs and ``freeze_cell``'s steps
+come from here too.
 """
 import dataclasses
 

@@ -6,7 +6,8 @@ the times it was given, through a checkpoint; and the whole loop on the TanhMLP 
 test depends on this machine's speed: where steps are dear and compiles cheap the front freezes group by group,
 where a compile costs more than one group's saving it freezes the whole front at once, and where no level repays its
 compile the run trains as O0 does and says so once. Each against the NumPy rendering of the schedule
-(``tests/helpers.py``'s ``numpy_auto_run``) with those levels allowed; a resumed run decides as the uninterrupted one did."""
+(``tests/helpers.py``'s ``numpy_auto_run``) with those levels allowed; a resumed run decides as the uninterrupted one
+did."""
 import mindspore as ms
 import numpy as np
 import pytest

@@ -15,9 +15,9 @@ serves the switch and the frozen-prefix cache through one small contract:
 
 Two schedules: ``SequenceSchedule`` walks a sequence of group indices drawn in advance (the continuous, interval and
 progressive types), ``AutoSchedule`` freezes settled front groups for good (type 3, "auto") to the levels the run
-allows, deciding in the graph every ``interval`` updates. Neither reads anything on the host during a step, so either holds however
-MindSpore calls the train cell: directly, nested in another Cell's graph (dataset sink mode), or from a subclass's
-``construct``.
+allows, deciding in the graph every ``interval`` updates. Neither reads anything on the host during a step, so
+either holds however MindSpore calls the train cell: directly, nested in another Cell's graph (dataset sink mode), or
+from a subclass's ``construct``.
 """
 import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
