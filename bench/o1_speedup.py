@@ -461,16 +461,18 @@ def epochs_of(args, workload):
 
 
 def worker(args):
-    """The msrun worker: plain data-parallel O0 against O2 on each workload; rank 0 prints the tables."""
+    """The msrun worker: plain data-parallel O0 against O2 (and, with ``--dp-o1``, against ``configs/O1.json`` under
+    plain data-parallel) on each workload; rank 0 prints the tables."""
     rank, rank_count = join_data_parallel()
-    boosted = ["O2", *(arm for arm in args.arms if arm.startswith("O2"))]
+    boosted = ["O2", *(arm for arm in args.arms if arm.startswith("O2")), *(["O1"] if args.dp_o1 else [])]
     for workload in workloads_of(args):
         epochs = epochs_of(args, workload)
         results = compare(["O0", *boosted], workload, args.rounds, epochs, rank, rank_count)
         if rank == 0:
             for arm in boosted:
                 what = "configs/O2.json, device_number 1" if arm == "O2" else "boost_level O2, no file" \
-                    if arm == "O2-bare" else f"configs/O2.json, device_number 1, with {variant(arm)}"
+                    if arm == "O2-bare" else "configs/O1.json, plain data-parallel" if arm == "O1" \
+                    else f"configs/O2.json, device_number 1, with {variant(arm)}"
                 title = f"{workload}: {arm} ({what}) vs plain data-parallel (configs/O0.json), {rank_count} workers"
                 for line in summarise(results, "O0", arm, workload, epochs, title, base_name="plain DP"):
                     print("bench: " + line, flush=True)
@@ -499,6 +501,8 @@ def main():
                         "with auto_threshold, param_groups, auto_warmup_share, auto_interval_share set; O1-earliest, "
                         "O2-earliest (under msrun): the file with the front frozen at the automatic schedule's "
                         "earliest decision (2%% of the run)")
+    parser.add_argument("--dp-o1", action="store_true", help="the msrun part also runs configs/O1.json under plain "
+                        "data-parallel (no AdaSum), beside O2")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
@@ -537,6 +541,8 @@ def main():
     worker_args = [f"--rounds={args.rounds}", f"--workload={args.workload}", f"--arms={','.join(args.arms)}"]
     if args.heavy_size is not None:
         worker_args.append(f"--heavy-size={args.heavy_size}")
+    if args.dp_o1:
+        worker_args.append("--dp-o1")
     if args.epochs is not None:
         worker_args.append(f"--epochs={args.epochs}")
     return run_reporting_part(__file__, worker_args, "o1", timeout=3 * 3600)
