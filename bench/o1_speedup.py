@@ -251,7 +251,9 @@ def pretrained(workload, seed):
                       nn.Momentum(net.trainable_params(), LR, MOMENTUM))
         model.train(PRETRAIN_EPOCHS, sharded_dataset(x_train, y_train, BATCH_SIZE, 0, 1, seed),
                     callbacks=[CosineLearningRate(LR, PRETRAIN_EPOCHS)], dataset_sink_mode=False)
-        partial = path[:-len(".ckpt")] + ".part.ckpt"  # save_checkpoint adds ".ckpt" to any other name
+        # save_checkpoint adds ".ckpt" to any other name; one partial file per process, as under msrun every rank
+        # pretrains the same weights and renames its own file into place.
+        partial = path[:-len(".ckpt")] + f".part{os.getpid()}.ckpt"
         ms.save_checkpoint(net, partial)
         os.replace(partial, path)
     return path
