@@ -226,12 +226,11 @@ def _payback_applies(schedule, who, own_construct):
 
 def _layer_shares(optimizer):
     """Per group of ``optimizer`` (a ``FreezeOpt``), the share of the trained layers (weights of two or more
-    dimensions) in the groups before it (``layer_shares``)."""
-    groups = [{id(p): p for p in opt.parameters} for opt in optimizer.opts]
-    layers = []
-    for index, group in enumerate(groups):
-        later = groups[index + 1] if index + 1 < len(groups) else {}
-        layers.append(sum(1 for key, p in group.items() if key not in later and len(p.shape) >= 2))
+    dimensions) in the segments before it (``layer_shares``)."""
+    segment_of, layers = optimizer.segment_of(), [0] * optimizer.groups_num
+    for weight in unfrozen(optimizer).parameters:
+        if len(weight.shape) >= 2:
+            layers[segment_of[id(weight)]] += 1
     return layer_shares(layers)
 
 

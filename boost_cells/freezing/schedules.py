@@ -243,7 +243,4 @@ def make_schedule(freeze_opt):
     plan = freeze_opt.plan
     if plan.kind != "auto":
         return SequenceSchedule(plan)
-    segment_of = {}
-    for index, opt in enumerate(freeze_opt.opts):
-        segment_of.update((id(p), index) for p in opt.parameters)
-    return AutoSchedule(plan, segment_of, freeze_opt.optimizer.parameters)
+    return AutoSchedule(plan, freeze_opt.segment_of(), freeze_opt.optimizer.parameters)

@@ -135,6 +135,14 @@ class FreezeOpt(nn.Cell):
         self.parameters = opt.parameters
         self.opts = tuple(_suffix_optimizer(opt, group) for group in groups)
 
+    def segment_of(self):
+        """``{id(parameter): segment}`` for every trained parameter: its segment is the last group that trains it
+        (segment ``g``: what group ``g`` trains and group ``g + 1`` does not)."""
+        segment_of = {}
+        for index, opt in enumerate(self.opts):
+            segment_of.update((id(p), index) for p in opt.parameters)
+        return segment_of
+
     @staticmethod
     def _strategy(train_strategy, groups):
         if train_strategy is None:
