@@ -220,7 +220,13 @@ def _total_steps_line(plan):
 
 def _groups_line(plan):
     section, groups = plan.section, plan.freeze.groups
-    if section["cache_frozen_prefix"]:
+    if section["cache_frozen_prefix"] == "auto" and plan.freeze.kind == "auto":
+        return (f"  groups: up to {groups} nested suffixes of the network's trainable parameters, cut at the network's "
+                f"stages that have trainable parameters where it has at least {groups} (for the cache), else front "
+                "to back into layers (a layer: a weight with its bias and BatchNorm); group k trains from the k-th "
+                "of s-sized steps to the end. An update that trains from group k >= 1 gives the parameters before "
+                "it no gradient: the backward pass stops there.")
+    if section["cache_frozen_prefix"] is True:
         cut, unit = "at the network's stages that have trainable parameters (for the cache)", "stages"
     else:
         cut, unit = "front to back into layers (a layer: a weight with its bias and BatchNorm)", "layers"
@@ -240,6 +246,21 @@ def _cache_lines(plan):
     section, freeze = plan.section, plan.freeze
     if not section["cache_frozen_prefix"]:
         return ["  frozen-prefix cache: off (grad_freeze.cache_frozen_prefix false)."]
+    if section["cache_frozen_prefix"] == "auto":
+        if freeze.kind != "auto":
+            return [f"  frozen-prefix cache: off (\"auto\" weighs its payback under the automatic schedule only, and "
+                    f"this is the {_schedule_name(freeze)} schedule); set it to true to cache regardless."]
+        return [f"  frozen-prefix cache: \"auto\": where the network has enough stages ({_CACHE_NEEDS}, at least "
+                "one a group), the cell runs its own construct and dim_reduce is off, the outputs of the groups "
+                "frozen for good can be cached per sample, so their forward pass is skipped too (at most "
+                f"cache_max_mb {section['cache_max_mb']} MB). Elsewhere it is off, without a warning.",
+                "  what it measures first: at a newly frozen level, the level's steps on the batch; it fills only "
+                "where (steps left - an epoch) x the saving expected (half what freezing the level saved: the "
+                "prefix's forward pass) repays two compiles at the run's largest. Then the steps it serves whole "
+                "against the steps on the batch: it stays only where they are faster. It needs the run's steps per "
+                "epoch (Model.train gives them; a loop of your own calls the train cell's fit_to_run). Where it does "
+                "not pay it steps aside with one warning giving the figures; as with true, it also steps aside where "
+                "samples do not repeat (augmentation) or do not fit cache_max_mb."]
     if not freeze.freezes_for_good:
         return [f"  frozen-prefix cache: asked for, but the {_schedule_name(freeze)} schedule here never freezes a "
                 "group for good, so nothing is cached (the train cell warns); the groups are still cut at the "
@@ -360,7 +381,9 @@ def _adasum_compiles(plan):
     frozen-prefix cache's route), or every level's at the first step (the freezing switch)."""
     if not plan.config.enabled("grad_freeze") or not plan.freeze.freezes:
         return "its one step graph compiles at the first step."
-    if (plan.section["cache_frozen_prefix"] or plan.freeze.payback) and plan.freeze.freezes_for_good:
+    cache = plan.section["cache_frozen_prefix"]
+    route = cache is True or plan.freeze.payback or (cache == "auto" and plan.freeze.kind == "auto")
+    if route and plan.freeze.freezes_for_good:
         return ("its step graphs compile as the steps that use them first run: the full step's at the first step, a "
                 "frozen level's when the schedule first reaches it, so a run compiles one per level it reaches "
                 "(with payback, only the levels that repay their compile).")
@@ -536,5 +559,10 @@ def _freezing_summary(plan):
     if plan.run is not None and first > plan.updates:
         return what + f" never starts in this run of {_plural(plan.updates, 'update')} (it would at update {first})"
     where = plan.at(first) + ("" if plan.run is not None else f" of total_steps {plan.length}")
-    cache = ", frozen-prefix cache on" if plan.section["cache_frozen_prefix"] and freeze.freezes_for_good else ""
+    asked = plan.section["cache_frozen_prefix"]
+    cache = ""
+    if asked is True and freeze.freezes_for_good:
+        cache = ", frozen-prefix cache on"
+    elif asked == "auto" and freeze.kind == "auto" and freeze.freezes_for_good:
+        cache = ", frozen-prefix cache where it pays"
     return what + f" can start at {where}{cache}"

@@ -22,7 +22,7 @@ import numpy as np
 from mindspore import Tensor, ops
 
 from .config import warn_user
-from .freezing.payback import compile_estimate, paying_levels
+from .freezing.payback import cache_pays, cache_saving, compile_estimate, expected_saving, paying_levels
 
 __all__ = ["FrozenLevelRoute", "HostHooks"]
 
@@ -101,9 +101,20 @@ class FrozenLevelRoute:
     all-reduce at the same calls on every rank), so every rank allows the same levels.
 
     The cache judges itself on the run at hand and drops itself (``drop_cache``) where it cannot pay, with one
-    warning that says why; the route goes on with ``uncached[k]``. Both of its rules need the run's steps per epoch
+    warning that says why; the route goes on with ``uncached[k]``. Its rules need the run's steps per epoch
     (``fit_run``; ``Model.train`` gives it, a loop of your own through the train cell's ``fit_to_run``); without it
-    the cache keeps caching and says once that it cannot judge.
+    a cache switched on (true) keeps caching and says once that it cannot judge, and one on "auto" does not start.
+
+    With ``judge_cache`` (``cache_frozen_prefix`` "auto") it first weighs its own payback, at the same calls as the
+    levels (``boost_cells.freezing.payback.cache_pays``):
+
+    - At a newly frozen level, the steps run on the batch until the ledger knows that level's step; the cache then
+      starts filling only where the steps left after an epoch's fill, times the saving expected, repay its two
+      compiles.
+    - Once it served a few steps whole (every sample a hit), the A/B: it stays only where those steps measure faster
+      than the level's steps on the batch (at a level the cache reached directly, that step as ``expected_saving``
+      gives it). One way only: a step on the batch after caching would run the frozen prefix in training mode and
+      change its BatchNorm statistics, which drops what was cached.
 
     - Samples do not repeat (augmentation): an epoch after its first cached step, over an eighth of an epoch
       (``_RepeatWindow``), fewer than ``REPEAT_SHARE`` of the share of looked-up samples it had seen before that
@@ -121,13 +132,14 @@ class FrozenLevelRoute:
         schedule (Cell): the freezing schedule.
         uncached (dict): ``{k: step}`` on the batch, for ``k = 0`` and every level the schedule reaches. Every step
             is a ``ScheduledStep`` and returns ``(outputs, applied)``.
-        ledger (CostLedger): the run's measured costs, or None without payback.
-        shares (tuple of float): with payback, each level's share of the network's layers (``layer_shares``); None:
-            no payback (the schedule keeps the levels it has).
+        ledger (CostLedger): the run's measured costs, or None (neither payback nor a judged cache).
+        shares (tuple of float): with the ledger, each level's share of the network's layers (``layer_shares``).
+        payback (bool): the measured costs decide the schedule's levels; False: it keeps the levels it has.
         accumulation (int): micro-steps (calls) per optimizer update.
         cache (FrozenPrefixCache): the cache, or None. cached (dict): ``{k: step}`` on the cached outputs, for every
             ``k >= 1`` the schedule reaches (with the cache).
         info (ParallelInfo): the data-parallel setting; default None: stand-alone.
+        judge_cache (bool): the cache weighs its own payback before and after it fills (with the ledger).
 
     Attributes:
         active (bool): whether it takes the steps. caching (bool): whether it uses the cache. aside (str): why it
@@ -138,14 +150,17 @@ class FrozenLevelRoute:
     REPEAT_SHARE = 0.5  # the least share of repeated samples at which caching pays
 
     def __init__(self, schedule, uncached, ledger=None, shares=None, accumulation=1, cache=None, cached=None,
-                 info=None):
+                 info=None, payback=False, judge_cache=False):
         self.schedule = schedule
         self.all_reduce = ops.AllReduce() if info is not None and info.distributed else None
         self.ranks = info.size if info is not None and info.distributed else 1
         self.uncached, self.cached = uncached, dict(cached or {})
         self.ledger, self.shares, self.accumulation = ledger, shares, int(accumulation)
+        self.payback, self.judge_cache = bool(payback), bool(judge_cache) and cache is not None
         self.cache = cache
         self.active, self.caching = True, cache is not None
+        self.cache_started = not self.judge_cache  # judged: once its payback is weighed at a frozen level
+        self._cache_compared = False  # judged: the A/B of cached steps against steps on the batch is done
         self.aside = None
         self.steps_per_epoch = None
         self._calls = 0  # steps taken, from the run's start
@@ -184,7 +199,7 @@ class FrozenLevelRoute:
             else:
                 self.aside = why
                 warn_user(why)
-            if self.shares is not None:
+            if self.payback:
                 self.schedule.allow(self.schedule.one_level())
             self.active = False
 
@@ -200,16 +215,18 @@ class FrozenLevelRoute:
         level = self.schedule.frozen_for_good()
         if self.ledger is not None:
             self.ledger.start(level)
-        if self.shares is not None and (self._calls - 1) % self.cadence == 0:
-            self._weigh(level)
-        if level == 0 or not self.caching:
+            if (self._calls - 1) % self.cadence == 0:
+                self._weigh(level)
+        if level == 0 or not (self.caching and self.cache_started):
             return self.uncached[level](*inputs)[0]
         if not inputs:
             raise TypeError(f"For '{type(cell).__name__}', the frozen-prefix cache needs the batch as the first input, "
                             "but the cell was called without inputs.")
         first = inputs[0].asnumpy() if isinstance(inputs[0], Tensor) else np.asarray(inputs[0])
-        new_level, repeats = level not in self.cache.row_bytes, self.cache.repeats
+        new_level, repeats, misses = level not in self.cache.row_bytes, self.cache.repeats, self.cache.misses
         prefix_outputs = self.cache(first, level)
+        if self.ledger is not None:  # a step the cache served whole, or neither row's
+            self.ledger.count_as(self.ledger.cached_row(level) if self.cache.misses == misses else None)
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         return outputs
@@ -220,15 +237,33 @@ class FrozenLevelRoute:
         fresh at every decision."""
         return max(1, self.schedule.plan.criterion.interval * self.accumulation // 2)
 
-    def _weigh(self, level):
-        """Allow the schedule the levels that pay in the steps left (see the class docstring)."""
-        plan, levels = self.schedule.plan, len(self.shares)
+    def _summary(self):
+        """The ledger's summary; data-parallel, the mean over the ranks of each figure every rank knows (-1 where
+        one does not), so every rank decides alike."""
         summary = self.ledger.summary()
-        if self.all_reduce is not None:  # every rank allows alike
-            summary = self.all_reduce(Tensor(summary)).asnumpy() / self.ranks
+        if self.all_reduce is None:
+            return summary
+        known = summary >= 0
+        total = self.all_reduce(Tensor(np.stack([np.where(known, summary, 0), known]).astype(np.float32))).asnumpy()
+        return np.where(total[1] == self.ranks, total[0] / self.ranks, -1.0).astype(np.float32)
+
+    def _weigh(self, level):
+        """Allow the schedule the levels that pay in the steps left, and weigh the cache's payback while it is
+        undecided (see the class docstring)."""
+        judging = self.judge_cache and self.caching and level > 0 and not self._cache_compared
+        if not (self.payback or judging):
+            return
         updates = self.schedule.applied_updates()
-        steps_left = max(0, plan.total_steps - updates) * self.accumulation
-        costs = self.ledger.costs(summary, self.shares)
+        steps_left = max(0, self.schedule.plan.total_steps - updates) * self.accumulation
+        costs = self.ledger.costs(self._summary(), self.shares)
+        if self.payback:
+            self._allow(costs, level, steps_left, updates)
+        if judging:
+            self._judge_payback(costs, level, steps_left)
+
+    def _allow(self, costs, level, steps_left, updates):
+        """Allow the schedule the levels that pay in the steps left; warn once where none does."""
+        plan, levels = self.schedule.plan, len(self.shares)
         paying = paying_levels(costs, level, steps_left)
         allowed = tuple(k for k in range(levels) if k <= level or k in paying)
         if allowed != self._allowed:
@@ -243,6 +278,39 @@ class FrozenLevelRoute:
                       f"about {compile_estimate(costs, level + 1):.2f} s, so no level's saving over the {steps_left} "
                       "steps left repays its compile. The run trains every group, as O0 does, while that holds; set "
                       "'grad_freeze.payback' to false to freeze regardless.")
+
+    def _judge_payback(self, costs, level, steps_left):
+        """Start filling the cache where it pays, then keep it only where its whole steps beat the level's steps on
+        the batch (see the class docstring)."""
+        key = "'grad_freeze.cache_frozen_prefix' \"auto\""
+        if not self.cache_started:
+            if level not in costs.step:  # the level's steps on the batch are still being timed
+                return
+            if self.steps_per_epoch is None:
+                self.drop_cache(f"The frozen-prefix cache ({key}) does not start: it cannot weigh whether it pays "
+                                "without the run's steps per epoch (an epoch passes before a sample repeats). Give them "
+                                "with the train cell's fit_to_run(total_steps, steps_per_epoch) before training "
+                                "(Model.train does), or set the key to true to cache regardless.")
+            elif cache_pays(costs, level, steps_left, self.steps_per_epoch):
+                self.cache_started = True
+            else:
+                self.drop_cache(
+                    f"The frozen-prefix cache ({key}) does not start, as it would not pay in this run: at frozen level "
+                    f"{level} a step takes {costs.step[level] * 1e3:.1f} ms, of which the cache would save about "
+                    f"{cache_saving(costs, level) * 1e3:.1f} ms (the frozen prefix's forward pass) over the "
+                    f"{max(0, steps_left - self.steps_per_epoch)} steps left after an epoch's fill, less than its two "
+                    f"compiles of about {max(costs.compile.values()):.2f} s each. The frozen prefix runs inside the "
+                    "compiled step; set the key to false to silence this.")
+            return
+        if level not in costs.cached_step:
+            return
+        self._cache_compared = True
+        on_batch = costs.step.get(level, costs.step[0] - expected_saving(costs, level))
+        if costs.cached_step[level] >= on_batch:
+            self.drop_cache(f"The frozen-prefix cache ({key}) steps aside, as it does not pay on this machine: at "
+                            f"frozen level {level} a step it served whole took {costs.cached_step[level] * 1e3:.1f} ms, "
+                            f"where a step on the batch takes {on_batch * 1e3:.1f} ms. The frozen prefix now runs "
+                            "inside the compiled step; set the key to false to silence this.")
 
     def _judge(self, level, rows, new_level, repeated):
         """Drop the cache where it cannot pay (see the class docstring)."""

@@ -204,7 +204,7 @@ class Model(ModelBuildHooks):
         if route is None or not route.active:
             return {}
         keys = [key for key, on in (("cache_frozen_prefix", route.cache is not None),
-                                    ("payback", route.shares is not None)) if on]
+                                    ("payback", route.payback)) if on]
         named = " and ".join(f"'grad_freeze.{key}'" for key in keys)
         route.step_aside(f"For 'Model.train', {named} {'are' if len(keys) > 1 else 'is'} left out in dataset sink "
                          f"mode on {device_target()}: the frozen levels' route runs on the host between steps, and "

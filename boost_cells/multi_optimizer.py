@@ -107,7 +107,7 @@ def _check_features(config, shared_overflow):
         raise ValueError(f"For '{_NAME}', the config switches on 'grad_freeze', which cannot apply with "
                          "shared_overflow=True: the shared decision needs every pair's gradients before any update, "
                          "and each frozen step is selected inside the graph as a whole. Use shared_overflow=False.")
-    if config.enabled("grad_freeze") and config.section("grad_freeze")["cache_frozen_prefix"]:
+    if config.enabled("grad_freeze") and config.section("grad_freeze")["cache_frozen_prefix"] is True:
         warn_user(f"For '{_NAME}', 'grad_freeze.cache_frozen_prefix' is left out: the cache takes one network's frozen "
                   "steps on the host, but this cell's step runs every pair in one graph. Each pair freezes without "
                   "the cache; set the key to false to silence this.")
@@ -192,11 +192,11 @@ class MultiOptimizerTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.Ce
         info = parallel_info()
         networks = [network for network, _ in pairs]
         _check_weight_names(networks)
-        optimizers = [freeze_optimizer(config, network, optimizer) for network, optimizer in pairs]
         self.shared_scale = not isinstance(scale_sense, (list, tuple))
         scales = [LossScale(senses[0])] if self.shared_scale else [LossScale(sense) for sense in senses]
         # A pair's frozen steps run inside this cell's one graph: the frozen-prefix cache was left out (warned).
         pair_config = config.replace("grad_freeze", cache_frozen_prefix=False, payback=False)
+        optimizers = [freeze_optimizer(pair_config, network, optimizer) for network, optimizer in pairs]
         self.loss_scales = nn.CellList(scales, auto_prefix=False)
         # A pair moves its own scale in its step only when it owns it and decides alone; else this cell moves it.
         self.pairs_move_scales = not self.shared_scale and not shared_overflow

@@ -150,7 +150,8 @@ RULES = MappingProxyType({
     "auto_threshold": _number("a number > 0 (a share of the weights' size per 100 updates)", lambda v: v > 0),
     "auto_head_ratio": _number("a number in [0, 1] (a share of the head's displacement; 0: no comparison)",
                                lambda v: 0 <= v <= 1),
-    "cache_frozen_prefix": _bool(),
+    "cache_frozen_prefix": _choice(True, False, "auto", words="true, false or 'auto' (cache where the network "
+                                   "has the stages and the run measures that it pays)"),
     "payback": _bool(),
     "cache_max_mb": _int(1),
     "freeze_p": _number("a number in [0, 1]", lambda v: 0 <= v <= 1),

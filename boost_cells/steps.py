@@ -202,10 +202,12 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
     make_step = _step_maker(sens, loss_scale, overflow_detector)
     steps = _group_steps(network, optimizer, update, make_step)
     route = None
-    cache = _cache_applies(config, optimizer, schedule, who, own_construct)
+    cache = _cache_applies(config, network, optimizer, schedule, who, own_construct)
     payback = _payback_applies(schedule, who, own_construct)
     if cache or payback:
-        route = _level_route(network, optimizer, config, info, update, schedule, steps, make_step, cache, payback)
+        judge_cache = cache and config.section("grad_freeze")["cache_frozen_prefix"] == "auto"
+        route = _level_route(network, optimizer, config, info, update, schedule, steps, make_step, cache, payback,
+                             judge_cache)
     return BuiltStep(FreezeSwitch(schedule, steps), update, adasum, schedule, route)
 
 
@@ -234,10 +236,22 @@ def _layer_shares(optimizer):
     return layer_shares(layers)
 
 
-def _cache_applies(config, optimizer, schedule, who, own_construct):
+def _cache_applies(config, network, optimizer, schedule, who, own_construct):
     """Whether the frozen-prefix cache applies: the config asks for it, the cell runs its own ``construct`` and the
-    schedule freezes groups for good. Where the config asks for it but it cannot apply, warn, naming the key."""
+    schedule freezes groups for good. Where the config asks for it (true) but it cannot apply, warn, naming the key.
+    With "auto" it applies where it can (the automatic schedule, the network's stages, groups cut at them, no
+    ``dim_reduce``, the cell's own ``construct``) and is off elsewhere, without a warning: that is what "auto"
+    asks."""
     section = config.section("grad_freeze")
+    if section["cache_frozen_prefix"] == "auto":
+        if not (own_construct and schedule.plan.kind == "auto" and schedule.frozen_levels
+                and not config.enabled("dim_reduce")):
+            return False
+        try:
+            _stage_starts(staged_network(network), optimizer)
+        except (TypeError, ValueError):
+            return False
+        return True
     if not section["cache_frozen_prefix"]:
         return False
     if not own_construct:
@@ -274,10 +288,11 @@ def _stage_starts(staged, optimizer):
     return [0] + starts[1:]
 
 
-def _level_route(network, optimizer, config, info, update, schedule, group_steps, make_step, cache, payback):
+def _level_route(network, optimizer, config, info, update, schedule, group_steps, make_step, cache, payback,
+                 judge_cache):
     """The host route of the frozen levels (``FrozenLevelRoute``), for a schedule that freezes groups for good
     (``schedule.frozen_levels``): with ``payback``, the ledger and the layer shares that decide which levels pay; with
-    ``cache``, the frozen-prefix cache.
+    ``cache``, the frozen-prefix cache, which weighs its own payback from the ledger with ``judge_cache``.
 
     On the batch, level ``k`` (the schedule's ``frozen_for_good()``) takes ``group_steps[k]``, the switch's own
     branch, as a separate graph compiled when first taken. With the cache, level ``k`` trains from group ``k`` on the
@@ -292,11 +307,12 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
     """
     levels = (0, *schedule.frozen_levels)
     uncached = {level: ScheduledStep(schedule, group_steps[level]) for level in levels}
-    ledger = CostLedger(optimizer.groups_num) if payback else None
-    shares = _layer_shares(optimizer) if payback else None
+    measured = payback or judge_cache
+    ledger = CostLedger(optimizer.groups_num) if measured else None
+    shares = _layer_shares(optimizer) if measured else None
     accumulation = config.accumulation_steps
     if not cache:
-        return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, info=info)
+        return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, info=info, payback=payback)
     staged = staged_network(network)
     starts = _stage_starts(staged, optimizer) + [len(staged.stages)]
     segments = [Stages(staged.stages[starts[j]:starts[j + 1]]) for j in range(optimizer.groups_num - 1)]
@@ -306,7 +322,8 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
         opt = optimizer.opts[level]
         cached[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
     prefix_cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
-    return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, prefix_cache, cached, info)
+    return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, prefix_cache, cached, info, payback,
+                            judge_cache)
 
 
 def freeze_cell(reducer_flag, network, optimizer, sens, grad, use_grad_accumulation, mean=None, degree=None,

@@ -60,12 +60,17 @@ def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):
     for seconds in (3.0, 1.0, 1.2, 0.9, 5.0):  # level 0: first step 3 s; then 4 steps, one of them an outlier
         ledger.record(0, seconds)
     ledger.record(1, 2.0)
-    summary = ledger.summary()
+    summary = ledger.summary()[:, :3]  # the levels on the batch; the cached rows (nothing recorded) are unknown
+    assert (ledger.summary()[:, 3:] == -1).all()
     np.testing.assert_allclose(summary[0], [np.median([1.0, 1.2, 0.9, 5.0]), -1, -1])
     np.testing.assert_allclose(summary[1], [3.0 - 1.1, 2.0, -1])  # level 1: first step only, its median unknown
     for seconds in np.arange(CostLedger.WINDOW + 4, dtype=np.float32):  # the window keeps the last WINDOW
         ledger.record(2, float(seconds))
     assert ledger.summary()[0][2] == np.median(np.arange(4, CostLedger.WINDOW + 4))
+    for seconds in (2.0, 0.5, 0.25, 0.5, 0.75):  # level 1's steps on the cache: its own row
+        ledger.record(ledger.cached_row(1), seconds)
+    costs = ledger.costs(ledger.summary(), SHARES)
+    assert costs.cached_step == {1: 0.5} and sorted(costs.step) == [0, 2]
     path = str(tmp_path / "ledger.ckpt")
     ms.save_checkpoint(ledger, path)
     loaded = CostLedger(3)

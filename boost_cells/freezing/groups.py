@@ -8,6 +8,7 @@ dataset's size and the number of workers.
 """
 from types import MappingProxyType
 
+import numpy as np
 from mindspore.nn.optim import Optimizer
 
 from ..config import warn_user
@@ -54,9 +55,11 @@ class GradientFreeze:
             payback (bool): the automatic schedule freezes to the levels whose compile the run's steps left repay,
             from the run's own measured step and compile times (``boost_cells.freezing.payback``; read by the train
             cell); False: the whole front at once, that level compiled with the step, on every machine alike.
-        cache_frozen_prefix (bool): cut the groups at the network's stage boundaries (``staged_network``), so that a
-            train cell can cache the outputs of the groups frozen for good. cache_max_mb (int): that cache's memory,
-            in MB (read by the train cell).
+        cache_frozen_prefix (bool or str): True: cut the groups at the network's stage boundaries
+            (``staged_network``), so that a train cell can cache the outputs of the groups frozen for good. "auto":
+            the same where the automatic schedule runs and the network has at least ``param_groups`` stages with
+            trainable parameters (the train cell then caches only where the run measures that it pays), else as
+            False. cache_max_mb (int): that cache's memory, in MB (read by the train cell).
 
     Raises:
         ValueError: a bad ``freeze_type``, ``freeze_p``, ``param_groups``, ``total_steps`` or ``seed``.
@@ -75,29 +78,52 @@ class GradientFreeze:
         for name, value in arguments.items():
             check("GradientFreeze", name, value)
         self.section = MappingProxyType(arguments)  # as a config's grad_freeze section: what FreezePlan reads
-        self.cache_frozen_prefix = bool(cache_frozen_prefix)
+        self.cache_frozen_prefix = cache_frozen_prefix
+        self._automatic = freeze_type in (3, "auto")
         self._param_groups = int(param_groups)
         self._seed = int(seed)
 
     def layers(self, net):
         """``(layers, what)``: ``net``'s layers as lists of trainable parameters, and what a layer is, in words. A
-        layer is a weight with its bias and BatchNorm (``split_layers``); with ``cache_frozen_prefix``, a stage of the
-        network that has trainable parameters (``staged_network``), so that a frozen prefix is whole stages.
+        layer is a weight with its bias and BatchNorm (``split_layers``); where the frozen-prefix cache cuts the
+        groups (``cache_stages``), a stage of the network that has trainable parameters, so that a frozen prefix is
+        whole stages.
 
         Raises:
-            TypeError: ``cache_frozen_prefix`` and a network without stages.
+            TypeError: ``cache_frozen_prefix`` True and a network without stages.
         """
-        if self.cache_frozen_prefix:
-            stages = (stage.trainable_params() for stage in staged_network(net).stages)
-            return ([layer for layer in stages if layer],
-                    "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)")
+        stages = self.cache_stages(net)
+        if stages is not None:
+            return stages, "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)"
         return split_layers(net.trainable_params()), "layer(s) (a layer is a weight with its bias and BatchNorm)"
+
+    def cache_stages(self, net):
+        """The trainable parameters of each of ``net``'s stages that has some, where the groups are cut at stages
+        for the frozen-prefix cache: always with ``cache_frozen_prefix`` True; with "auto", under the automatic
+        schedule and where the network has stages (``staged_network``), at least ``param_groups`` of them with
+        trainable parameters. Else None (the groups are cut at layers).
+
+        Raises:
+            TypeError: ``cache_frozen_prefix`` True and a network without stages.
+        """
+        if self.cache_frozen_prefix is True:
+            return _stage_layers(staged_network(net))
+        if self.cache_frozen_prefix != "auto" or not self._automatic:
+            return None
+        try:
+            stages = _stage_layers(staged_network(net))
+        except TypeError:
+            return None
+        return stages if len(stages) >= self._param_groups else None
 
     def split_parameters_groups(self, net, freeze_para_groups_number):
         """``freeze_para_groups_number`` nested suffixes of ``net``'s trainable parameters: with ``L`` layers
-        (``layers``) and ``s = L // groups``, group ``i`` holds layers ``i * s`` to the end. More groups than layers
-        mean what they mean in ``mindspore.boost`` (``s = 0``: every group is the whole network, so nothing ever
-        freezes), with a ``BoostConfigWarning``: it is likely a mistake.
+        (``layers``) and ``s = L // groups``, group ``i`` holds layers ``i * s`` to the end. Cut at stages for the
+        frozen-prefix cache (``cache_stages``), group ``i`` starts at the stage whose layers before it (weights of two
+        or more dimensions, at least one a stage) come nearest ``i / groups`` of the network's (``stage_starts``), so
+        a frozen prefix holds the share of the work it would hold cut at layers. More groups than layers mean what
+        they mean in ``mindspore.boost`` (``s = 0``: every group is the whole network, so nothing ever freezes), with
+        a ``BoostConfigWarning``: it is likely a mistake.
 
         Raises:
             TypeError: ``cache_frozen_prefix`` and a network without stages.
@@ -108,6 +134,8 @@ class GradientFreeze:
             warn_user(f"For 'GradientFreeze', 'param_groups' is {groups} but the network has {len(layers)} {what}: "
                       "as in mindspore.boost, every group is then the whole network, so nothing ever freezes. Pass "
                       f"at most {len(layers)} groups to freeze.")
+        elif self.cache_stages(net) is not None:
+            return [sum(layers[start:], []) for start in stage_starts(layers, groups)]
         stride = len(layers) // groups
         return [sum(layers[i * stride:], []) for i in range(groups)]
 
@@ -125,6 +153,25 @@ class GradientFreeze:
                   for group in self.split_parameters_groups(network, self._param_groups)]
         return network, FreezeOpt(optimizer, groups,
                                   plan=FreezePlan.from_section(self.section, run_assumed=self.run_assumed))
+
+
+def stage_starts(stages, groups):
+    """The first stage of each of ``groups`` groups over ``stages`` (lists of parameters, at most one group a stage):
+    0, then for group ``i`` the stage, after the one before and leaving one a later group, whose layers before it
+    (weights of two or more dimensions, at least one a stage) come nearest ``i / groups`` of all the layers."""
+    layers = [max(1, sum(len(p.shape) >= 2 for p in stage)) for stage in stages]
+    before = np.cumsum([0] + layers[:-1])
+    starts = [0]
+    for group in range(1, groups):
+        target = group * sum(layers) / groups
+        candidates = range(starts[-1] + 1, len(stages) - (groups - 1 - group))
+        starts.append(min(candidates, key=lambda stage: abs(before[stage] - target)))
+    return starts
+
+
+def _stage_layers(staged):
+    """The trainable parameters of each stage of ``staged`` (a ``StagedNetwork``) that has some."""
+    return [layer for layer in (stage.trainable_params() for stage in staged.stages) if layer]
 
 
 def freeze_optimizer(config, network, optimizer):

@@ -2,7 +2,9 @@
 
 A step is timed from the start of one train-cell call to the start of the next, on the host: the wall time the run
 spends per step, data loading included, which no asynchronous launch hides (the next call waits for the step before
-it). A level's first step holds its compile too. The ledger keeps both in Parameters, so a checkpoint holds them and
+it). A level's first step holds its compile too. Each level has two rows: its steps on the batch, and its steps on
+the frozen-prefix cache's outputs that the cache served whole (no sample computed), which the cache's own judgement
+compares (``cached_row``). The ledger keeps both in Parameters, so a checkpoint holds them and
 a resumed run decides from the times the interrupted one measured: a level timed before is not timed again from
 scratch, and its compile counts as paid.
 """
@@ -24,12 +26,13 @@ class CostLedger(nn.Cell):
         levels (int): the levels measured, ``0 .. levels - 1`` (0: the full step; the groups of the schedule).
         clock (callable): seconds as a float, increasing (default ``time.perf_counter``); tests set their own.
 
-    Parameters (state, checkpointed):
-        grad_freeze.ledger.first_step (float32, (levels,)): seconds of each level's first step (its compile and one
-            step), -1 before it ran.
-        grad_freeze.ledger.steps (float32, (levels, WINDOW)): each level's last ``WINDOW`` step times after its first,
-            seconds; step ``n`` of a level at column ``n % WINDOW``.
-        grad_freeze.ledger.timed (int32, (levels,)): the steps timed at each level after its first.
+    Parameters (state, checkpointed), one row a level on the batch (row ``k``) and one a level on the cache's
+    outputs (row ``cached_row(k)``):
+        grad_freeze.ledger.first_step (float32, (2 * levels,)): seconds of each row's first step (for a level on the
+            batch: its compile and one step), -1 before it ran.
+        grad_freeze.ledger.steps (float32, (2 * levels, WINDOW)): each row's last ``WINDOW`` step times after its
+            first, seconds; step ``n`` of a row at column ``n % WINDOW``.
+        grad_freeze.ledger.timed (int32, (2 * levels,)): the steps timed in each row after its first.
     """
 
     WINDOW = 16  # step times kept per level: their median is the level's step time
@@ -39,47 +42,58 @@ class CostLedger(nn.Cell):
         super().__init__(auto_prefix=False)
         self.levels = int(levels)
         self.clock = clock
-        self.first_step = Parameter(Tensor(-np.ones(self.levels, np.float32)), name="grad_freeze.ledger.first_step",
+        rows = 2 * self.levels
+        self.first_step = Parameter(Tensor(-np.ones(rows, np.float32)), name="grad_freeze.ledger.first_step",
                                     requires_grad=False)
-        self.steps = Parameter(Tensor(np.zeros((self.levels, self.WINDOW), np.float32)),
-                               name="grad_freeze.ledger.steps", requires_grad=False)
-        self.timed = Parameter(Tensor(np.zeros(self.levels, np.int32)), name="grad_freeze.ledger.timed",
+        self.steps = Parameter(Tensor(np.zeros((rows, self.WINDOW), np.float32)), name="grad_freeze.ledger.steps",
                                requires_grad=False)
-        self._started = None  # (level, clock reading) of the call being timed; host only
+        self.timed = Parameter(Tensor(np.zeros(rows, np.int32)), name="grad_freeze.ledger.timed", requires_grad=False)
+        self._started = None  # [row or None, clock reading] of the call being timed; host only
 
-    def start(self, level):
-        """A step at ``level`` starts now: the step before it, if any, ends here and is recorded."""
+    def cached_row(self, level):
+        """The row of level ``level``'s steps on the cache's outputs."""
+        return self.levels + level
+
+    def start(self, row):
+        """A step recorded in ``row`` (a level, or ``cached_row``) starts now: the step before it, if any, ends here
+        and is recorded."""
         now = self.clock()
-        if self._started is not None:
+        if self._started is not None and self._started[0] is not None:
             self.record(self._started[0], now - self._started[1])
-        self._started = (level, now)
+        self._started = [row, now]
 
-    def record(self, level, seconds):
-        """Record a step of ``seconds`` at ``level``: its first step if none was recorded, else one more step time.
+    def count_as(self, row):
+        """Record the step that started last in ``row`` instead (None: not at all), once the call knows what it
+        ran (a cached step that computed samples is neither row's)."""
+        self._started[0] = row
+
+    def record(self, row, seconds):
+        """Record a step of ``seconds`` in ``row``: its first step if none was recorded, else one more step time.
         Only the ledger's own host code writes its Parameters (no compiled graph reads them)."""
         first = self.first_step.asnumpy()
-        if first[level] < 0:
-            first[level] = seconds
+        if first[row] < 0:
+            first[row] = seconds
             self.first_step.set_data(Tensor(first, mstype.float32))
             return
         timed, steps = self.timed.asnumpy(), self.steps.asnumpy()
-        steps[level, timed[level] % self.WINDOW] = seconds
-        timed[level] += 1
+        steps[row, timed[row] % self.WINDOW] = seconds
+        timed[row] += 1
         self.steps.set_data(Tensor(steps, mstype.float32))
         self.timed.set_data(Tensor(timed, mstype.int32))
 
     def summary(self):
-        """float32 (2, levels): each level's median step time and its compile (its first step less that median, or
+        """float32 (2, 2 * levels): each row's median step time and its compile (its first step less that median, or
         the whole first step while the median is unknown), seconds; -1 where unknown."""
         first, timed, steps = self.first_step.asnumpy(), self.timed.asnumpy(), self.steps.asnumpy()
         median = np.array([np.median(steps[k, :min(timed[k], self.WINDOW)]) if timed[k] >= self.MIN_TIMED else -1.0
-                           for k in range(self.levels)], np.float32)
+                           for k in range(len(timed))], np.float32)
         compile_seconds = np.where(first < 0, -1.0, np.maximum(0.0, first - np.maximum(median, 0.0)))
         return np.stack([median, compile_seconds]).astype(np.float32)
 
-    @staticmethod
-    def costs(summary, shares):
+    def costs(self, summary, shares):
         """The ``Costs`` of a ``summary`` (or the mean of the ranks' summaries), with the layer ``shares``."""
-        median, compile_seconds = summary
+        median, compile_seconds = summary[:, :self.levels]
+        cached = summary[0, self.levels:]
         return Costs(step={k: float(s) for k, s in enumerate(median) if s >= 0},
-                     compile={k: float(c) for k, c in enumerate(compile_seconds) if c >= 0}, shares=tuple(shares))
+                     compile={k: float(c) for k, c in enumerate(compile_seconds) if c >= 0}, shares=tuple(shares),
+                     cached_step={k: float(s) for k, s in enumerate(cached) if s >= 0})

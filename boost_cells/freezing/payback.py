@@ -19,12 +19,24 @@ second.
 - ``compile(k)``: 0 once level ``k`` has compiled (paid; a resumed run counts it paid too, so it decides as the
   uninterrupted one did). Before, the run's first compile (the full step's, the largest graph of the run): a frozen
   level's step is a smaller graph, so the estimate is again on the safe side.
+
+The frozen-prefix cache (``cache_pays``) skips the frozen prefix's forward pass too, on samples it has seen: from an
+epoch after it starts filling, every step saves ``cache_saving(k)``. It costs two compiles (its step on the prefix's
+outputs and the prefix's own inference graph), each estimated as the run's largest, so it fills where
+
+    (steps_left - steps_per_epoch) * cache_saving(k) > 2 * largest compile
+
+``cache_saving(k)``: measured once the cache has served a few whole steps (the level's step on the batch less its
+step on the cache); before, ``FORWARD_SHARE`` of what freezing level ``k`` saved, as measured (a prefix's forward
+pass is one product a layer where its backward pass, which freezing skipped, is two).
 """
 import dataclasses
 
-__all__ = ["Costs", "PRIOR_SAVING", "compile_estimate", "expected_saving", "layer_shares", "paying_levels"]
+__all__ = ["Costs", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving", "compile_estimate",
+           "expected_saving", "layer_shares", "paying_levels"]
 
 PRIOR_SAVING = 1 / 3  # the least share of a prefix's step time that freezing it saves (its weight gradients)
+FORWARD_SHARE = 1 / 2  # a prefix's forward pass against its backward pass (one product a layer against two)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,11 +48,14 @@ class Costs:
         compile (dict): ``{level: seconds its compile took}`` for the levels compiled so far in the run.
         shares (tuple of float): ``shares[k]``, the share of the network's layers in the groups before ``k``
             (``shares[0]`` is 0, increasing).
+        cached_step (dict): ``{level: median seconds of a step on the frozen-prefix cache's outputs}``, for the
+            levels whose steps the cache served whole.
     """
 
     step: dict
     compile: dict
     shares: tuple
+    cached_step: dict = dataclasses.field(default_factory=dict)
 
 
 def layer_shares(layers):
@@ -93,3 +108,23 @@ def paying_levels(costs, current, steps_left):
         if compile_seconds is not None and steps_left * (saving - now) > compile_seconds:
             paying.append(level)
     return tuple(paying)
+
+
+def cache_saving(costs, level):
+    """Seconds a step at ``level`` on the cache's outputs saves against the same level's step on the batch: measured
+    where both are, else ``FORWARD_SHARE`` of the level's saving (``expected_saving``); None before the full step was
+    measured."""
+    if level in costs.step and level in costs.cached_step:
+        return costs.step[level] - costs.cached_step[level]
+    saving = expected_saving(costs, level)
+    return None if saving is None else FORWARD_SHARE * saving
+
+
+def cache_pays(costs, level, steps_left, steps_per_epoch):
+    """Whether filling the cache at ``level`` pays: ``(steps_left - steps_per_epoch) * cache_saving(level)`` (no step
+    saves anything before an epoch was filled) exceeds two compiles at the run's largest; False until a step and a
+    compile are measured."""
+    saving = cache_saving(costs, level)
+    if saving is None or not costs.compile:
+        return False
+    return (steps_left - steps_per_epoch) * saving > 2 * max(costs.compile.values())
