@@ -570,19 +570,20 @@ class SetClock:
 
 
 def clocked_run(cell, batches, step_seconds, compile_seconds, clock=None, seen=()):
-    """Call ``cell`` on ``batches`` with a clock that makes each call at level ``k`` last ``step_seconds[k]``, and
-    the first at each level (not in ``seen``) ``compile_seconds`` more. Returns (the level before each call, the
-    warnings given)."""
+    """Call ``cell`` on ``batches`` with a clock that makes each call at level ``k`` last ``step_seconds[k]`` (a call
+    the frozen-prefix cache served ``step_seconds["cached"]``, where given), and the first at each level (not in
+    ``seen``) ``compile_seconds`` more. Returns (the level before each call, or "cached", the warnings given)."""
     from boost_cells import BoostConfigWarning  # pylint: disable=import-outside-toplevel
-    clock = clock or SetClock()
-    cell.level_route.ledger.clock = clock
+    clock, route = clock or SetClock(), cell.level_route
+    route.ledger.clock = clock
     seen, trace = set(seen), []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for inputs in batches:
             level = cell.train_step.current_index()
-            trace.append(level)
             cell(*inputs)
-            clock.now += step_seconds[level] + (0.0 if level in seen else compile_seconds)
+            cached = "cached" in step_seconds and level > 0 and route.caching and route.cache_started
+            trace.append("cached" if cached else level)
+            clock.now += step_seconds[trace[-1]] + (0.0 if level in seen else compile_seconds)
             seen.add(level)
     return trace, [w for w in caught if issubclass(w.category, BoostConfigWarning)]

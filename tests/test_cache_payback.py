@@ -14,7 +14,7 @@ from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell
 from boost_cells.freezing import GradientFreeze, freeze_optimizer
 from boost_cells.freezing.groups import stage_starts
 from boost_cells.freezing.payback import FORWARD_SHARE, Costs, cache_pays, cache_saving, layer_shares
-from tests.helpers import SetClock, auto_config
+from tests.helpers import auto_config, clocked_run
 
 ROWS, STEPS, EPOCHS = 8, 4, 12  # a batch's rows, an epoch's steps, the run's epochs
 SHARES = layer_shares([1, 1])
@@ -63,25 +63,6 @@ def epochs(count, seed=0):
             yield Tensor(x[rows]), Tensor(y[rows])
 
 
-def clocked(cell, batches, seconds, compile_seconds, clock=None):
-    """Call ``cell`` on ``batches`` with a clock that makes a call at level ``k`` on the batch last ``seconds[k]``, a
-    call on the cache ``seconds["cached"]``, and the first call at each level ``compile_seconds`` more. Returns
-    (per call: "cached" or its level, the BoostConfigWarnings' messages)."""
-    route, clock = cell.level_route, clock or SetClock()
-    route.ledger.clock = clock
-    seen, trace = set(), []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for x, y in batches:
-            level = cell.train_step.current_index()
-            cell(x, y)
-            took = "cached" if level > 0 and route.caching and route.cache_started else level
-            trace.append(took)
-            clock.now += seconds[took] + (0.0 if level in seen else compile_seconds)
-            seen.add(level)
-    return trace, [str(w.message) for w in caught if issubclass(w.category, BoostConfigWarning)]
-
-
 # A step costs 1 s whole and 0.7 s with the front frozen; on the cache, 0.2 s (faster) or 0.9 s (slower).
 FAST, SLOW = {0: 1.0, 1: 0.7, "cached": 0.2}, {0: 1.0, 1: 0.7, "cached": 0.9}
 CASES = {  # seconds, compile seconds, what the warning says (None: none), whether the cache served steps at the end
@@ -103,7 +84,8 @@ def test_the_cache_judges_its_payback(mode, case):
     route = cell.level_route
     assert route.judge_cache and route.cache is not None and not route.cache_started
     cell.fit_to_run(steps_per_epoch=STEPS)
-    trace, messages = clocked(cell, epochs(EPOCHS), seconds, compile_seconds)
+    trace, caught = clocked_run(cell, epochs(EPOCHS), seconds, compile_seconds)
+    messages = [str(w.message) for w in caught]
     first_frozen = trace.index(1)
     assert trace[first_frozen:first_frozen + 4] == [1] * 4  # the level's steps on the batch are timed first
     if warning is None:
@@ -127,7 +109,8 @@ def test_without_the_epochs_length_auto_does_not_start(graph_mode):
     """Without the run's steps per epoch the cache cannot weigh its fill: on "auto" it never starts, and says so once
     naming fit_to_run."""
     _, cell = staged_cell()
-    trace, messages = clocked(cell, epochs(4), FAST, 1.0)
+    trace, caught = clocked_run(cell, epochs(4), FAST, 1.0)
+    messages = [str(w.message) for w in caught]
     assert "cached" not in trace and 1 in trace
     assert len(messages) == 1 and "cannot weigh whether it pays" in messages[0] and "fit_to_run" in messages[0]
 

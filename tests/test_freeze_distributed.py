@@ -13,8 +13,8 @@ from tests.launch import msrun
 pytestmark = pytest.mark.slow  # every test reads the results of a 2-worker msrun job
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
-SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_payback", "freeze_cached",
-             "freeze_uncached", "freeze_scale"]
+SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_payback", "freeze_cache_auto",
+             "freeze_cached", "freeze_uncached", "freeze_scale"]
 GROUP_STARTS = (0, 4, 8)
 
 
@@ -88,6 +88,16 @@ def test_payback_allows_the_same_levels_on_every_rank(results):
     runs = [results[("freeze_payback", rank)] for rank in range(2)]
     assert runs[0]["indices"].tolist() == runs[1]["indices"].tolist()
     assert max(runs[0]["indices"]) == 2 and 1 not in runs[0]["indices"].tolist()
+
+
+def test_the_cache_on_auto_decides_alike_on_every_rank(results):
+    """Ranks whose clocks disagree on the cache (faster on one, slower on the other) average their ledgers, so both
+    start it at the same step, keep it after the A/B and serve the same steps from it (2 in the trace); alone, the
+    slower rank would have dropped it (the bit-identical test above covers the weights)."""
+    runs = [results[("freeze_cache_auto", rank)] for rank in range(2)]
+    assert runs[0]["indices"].tolist() == runs[1]["indices"].tolist()
+    assert runs[0]["indices"].tolist()[-1] == 2 and all(bool(run["caching"]) for run in runs)
+    assert all(int(run["hits"]) > 0 for run in runs)
 
 
 def test_frozen_prefix_cache_in_data_parallel_training(results):

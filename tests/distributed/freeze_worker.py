@@ -125,6 +125,27 @@ def scenario_freeze_payback(rank, size):
     return {**state, "indices": np.array(trace)}
 
 
+def scenario_freeze_cache_auto(rank, size):
+    """The frozen-prefix cache on "auto", data-parallel, with a clock per rank: steps of 1.0 and 0.7 s at levels 0
+    and 1 on both ranks, a compile of 0.5 s; a step the cache serves takes 0.2 s on rank 0 and 0.9 s on rank 1. Alone,
+    rank 1 would drop the cache after its A/B (0.9 s against 0.7 s on the batch); the ranks average their ledgers
+    (0.55 s), so both keep it, and train alike (2 global batches an epoch, seen 16 times; the stem freezes at the
+    first decision, threshold 1000). The ledgers differ (each rank's clock) and are left out of the state."""
+    net = staged_mlp()
+    config = freeze_config(freeze_type="auto", total_steps=32, payback=False, param_groups=2)
+    config["grad_freeze"].update(auto_interval_share=2 / 32, auto_warmup_share=4 / 32, auto_threshold=1000,
+                                 cache_frozen_prefix="auto")
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
+    cell.fit_to_run(steps_per_epoch=2)
+    seconds = {0: 1.0, 1: 0.7, "cached": 0.2 if rank == 0 else 0.9}
+    trace, _ = clocked_run(cell, [shard(step % 2, rank, size) for step in range(32)], seconds, 0.5)
+    state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names() if ".ledger." not in p.name}
+    codes = [2 if level == "cached" else level for level in trace]
+    return {**state, "indices": np.array(codes), "caching": np.array(cell.level_route.caching),
+            "hits": np.array(cell.prefix_cache.hits)}
+
+
 def scenario_freeze_scale(rank, size):
     """The automatic schedule through Model.train over this rank's shard of 64 samples (tests/helpers.py's
     ``scale_free_run``): half the updates per epoch of a stand-alone run."""
@@ -132,7 +153,8 @@ def scenario_freeze_scale(rank, size):
 
 
 SCENARIOS = {"freeze_scale": scenario_freeze_scale, "freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto,
-             "freeze_payback": scenario_freeze_payback, "freeze_adasum": scenario_freeze_adasum,
+             "freeze_payback": scenario_freeze_payback, "freeze_cache_auto": scenario_freeze_cache_auto,
+             "freeze_adasum": scenario_freeze_adasum,
              "freeze_overflow": scenario_freeze_overflow, "freeze_cached": lambda r, s: cached_run(r, s, True),
              "freeze_uncached": lambda r, s: cached_run(r, s, False)}
 
