@@ -6,6 +6,7 @@ cache can (stages enough, the automatic schedule), silently off elsewhere; data-
 only the figures every rank knows."""
 import warnings
 
+import mindspore as ms
 import numpy as np
 import pytest
 from mindspore import Tensor, nn
@@ -180,3 +181,32 @@ def test_groups_cut_at_stages_hold_their_share_of_the_layers():
     assert stage_starts(stages, 3) == [0, 3, 5]
     assert stage_starts(stages, 4) == [0, 2, 4, 6]
     assert stage_starts([[Weight(2, 2)] * 10, [Weight(2)], [Weight(2, 2)]], 3) == [0, 1, 2]
+
+
+@pytest.mark.slow  # a whole clocked run and its resumed half
+def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_path):
+    """Stopped after the cache won its A/B, saved and resumed in a new cell: the cache is empty (host memory), but the
+    ledger (Parameters) holds both steps, so at its first call the resumed run weighs a refill with the measured
+    saving over the 20 steps left (it pays), starts it at once (no steps on the batch timed again) and keeps it
+    without a second A/B; the run ends where the uninterrupted one does (no BatchNorm: cached or not, the prefix
+    computes the same). With too few steps left for a refill it would not start, as the rule says."""
+    batches = list(epochs(EPOCHS))
+    whole_net, whole = staged_cell()
+    whole.fit_to_run(steps_per_epoch=STEPS)
+    trace, _ = clocked_run(whole, batches, FAST, 1.0)
+    stop = len(trace) - 5 * STEPS  # 20 steps left: a refill pays for itself again
+    _, first = staged_cell()
+    first.fit_to_run(steps_per_epoch=STEPS)
+    first_trace, _ = clocked_run(first, batches[:stop], FAST, 1.0)
+    assert first_trace == trace[:stop] and first_trace[-1] == "cached"
+    assert first.level_route._cache_compared  # pylint: disable=protected-access
+    path = str(tmp_path / "cache.ckpt")
+    ms.save_checkpoint(first, path)
+    net, resumed = staged_cell()
+    resumed.fit_to_run(steps_per_epoch=STEPS)
+    assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
+    resumed_trace, caught = clocked_run(resumed, batches[stop:], FAST, 1.0, seen={0, 1})
+    assert resumed_trace == ["cached"] * (len(batches) - stop) and caught == []
+    assert resumed.level_route._cache_compared  # pylint: disable=protected-access
+    for got, want in zip(net.trainable_params(), whole_net.trainable_params()):
+        np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-6, atol=1e-7)
