@@ -22,7 +22,8 @@ import numpy as np
 from mindspore import Tensor, ops
 
 from .config import warn_user
-from .freezing.payback import cache_pays, cache_saving, compile_estimate, expected_saving, paying_levels
+from .freezing.cache_judge import CacheJudge
+from .freezing.payback import compile_estimate, paying_levels
 
 __all__ = ["FrozenLevelRoute", "HostHooks"]
 
@@ -100,29 +101,13 @@ class FrozenLevelRoute:
     does, and one warning says so with the measured figures. Data-parallel, the ranks' ledgers are averaged first (an
     all-reduce at the same calls on every rank), so every rank allows the same levels.
 
-    The cache judges itself on the run at hand and drops itself (``drop_cache``) where it cannot pay, with one
-    warning that says why; the route goes on with ``uncached[k]``. Its rules need the run's steps per epoch
-    (``fit_run``; ``Model.train`` gives it, a loop of your own through the train cell's ``fit_to_run``); without it
-    a cache switched on (true) keeps caching and says once that it cannot judge, and one on "auto" does not start.
-
-    With ``judge_cache`` (``cache_frozen_prefix`` "auto") it first weighs its own payback, at the same calls as the
-    levels (``boost_cells.freezing.payback.cache_pays``):
-
-    - At a newly frozen level, the steps run on the batch until the ledger knows that level's step; the cache then
-      starts filling only where the steps left after an epoch's fill, times the saving expected, repay its two
-      compiles.
-    - Once it served a few steps whole (every sample a hit), the A/B: it stays only where those steps measure faster
-      than the level's steps on the batch (at a level the cache reached directly, that step as ``expected_saving``
-      gives it). One way only: a step on the batch after caching would run the frozen prefix in training mode and
-      change its BatchNorm statistics, which drops what was cached.
-
-    - Samples do not repeat (augmentation): an epoch after its first cached step, over an eighth of an epoch
-      (``_RepeatWindow``), fewer than ``REPEAT_SHARE`` of the share of looked-up samples it had seen before that
-      samples repeating every epoch would give (``FrozenPrefixCache.repeats``). Data-parallel, the ranks' counts are
-      summed, so every rank decides alike, and the bar is divided by the rank count: a sampler that deals the
-      samples out anew every epoch brings a rank each sample about once in that many epochs.
-    - The data cannot fit ``cache_max_mb``: at a level's first outputs, an epoch's samples times the bytes of one
-      sample's output exceed the cache's memory, so the cache would fill and then compute most samples anyway.
+    The cache judges itself on the run at hand (the route's ``judge``, a ``boost_cells.freezing.cache_judge``
+    ``CacheJudge``: with ``judge_cache``, its payback, weighed at the same calls as the levels, then an A/B of its
+    steps against the steps on the batch; whether the data fits ``cache_max_mb``; whether samples repeat) and drops
+    itself (``drop_cache``) where it cannot pay, with one warning that says why; the route goes on with
+    ``uncached[k]``. Its rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your
+    own through the train cell's ``fit_to_run``); without it a cache switched on (true) keeps caching and says once
+    that it cannot judge, and one on "auto" does not start.
 
     ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
     step (the freezing switch, with the levels it compiles without the host) then takes every step, and the
@@ -147,8 +132,6 @@ class FrozenLevelRoute:
             without it (caching: the cached prefix runs in inference mode), so the cell refuses to compile nested.
     """
 
-    REPEAT_SHARE = 0.5  # the least share of repeated samples at which caching pays
-
     def __init__(self, schedule, uncached, ledger=None, shares=None, accumulation=1, cache=None, cached=None,
                  info=None, payback=False, judge_cache=False):
         self.schedule = schedule
@@ -156,15 +139,13 @@ class FrozenLevelRoute:
         self.ranks = info.size if info is not None and info.distributed else 1
         self.uncached, self.cached = uncached, dict(cached or {})
         self.ledger, self.shares, self.accumulation = ledger, shares, int(accumulation)
-        self.payback, self.judge_cache = bool(payback), bool(judge_cache) and cache is not None
+        self.payback = bool(payback)
         self.cache = cache
+        self.judge = CacheJudge(cache, judge_cache, self.ranks) if cache is not None else None
         self.active, self.caching = True, cache is not None
-        self.cache_started = not self.judge_cache  # judged: once its payback is weighed at a frozen level
-        self._cache_compared = False  # judged: the A/B of cached steps against steps on the batch is done
         self.aside = None
         self.steps_per_epoch = None
         self._calls = 0  # steps taken, from the run's start
-        self._window = None  # the _RepeatWindow, from the first cached step on
         self._unjudged_warned = self._unpaid_warned = False
         self._allowed = None  # the levels last allowed (host tuple)
 
@@ -213,16 +194,20 @@ class FrozenLevelRoute:
         """The step at the schedule's frozen level: on the cached prefix outputs while caching at a level above 0."""
         self._calls += 1
         level = self.schedule.frozen_for_good()
+        if self.caching and self.judge.probing and self.steps_per_epoch is not None:
+            why = self.judge.probe(self._calls - 1, self._batch(cell, inputs), self.steps_per_epoch, self._reduce,
+                                   self.ledger.samples_repeat())
+            if not self.judge.probing:
+                self.ledger.record_repeats(self.judge.repeats)
+            if why is not None:
+                self.drop_cache(why)
         if self.ledger is not None:
             self.ledger.start(level)
             if (self._calls - 1) % self.cadence == 0:
                 self._weigh(level)
-        if level == 0 or not (self.caching and self.cache_started):
+        if level == 0 or not (self.caching and self.judge.started):
             return self.uncached[level](*inputs)[0]
-        if not inputs:
-            raise TypeError(f"For '{type(cell).__name__}', the frozen-prefix cache needs the batch as the first input, "
-                            "but the cell was called without inputs.")
-        first = inputs[0].asnumpy() if isinstance(inputs[0], Tensor) else np.asarray(inputs[0])
+        first = self._batch(cell, inputs)
         new_level, repeats, misses = level not in self.cache.row_bytes, self.cache.repeats, self.cache.misses
         prefix_outputs = self.cache(first, level)
         if self.ledger is not None:  # a step the cache served whole, or neither row's
@@ -230,6 +215,14 @@ class FrozenLevelRoute:
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         return outputs
+
+    @staticmethod
+    def _batch(cell, inputs):
+        """The call's first input, the batch, as numpy (n, ...)."""
+        if not inputs:
+            raise TypeError(f"For '{type(cell).__name__}', the frozen-prefix cache needs the batch as the first input, "
+                            "but the cell was called without inputs.")
+        return inputs[0].asnumpy() if isinstance(inputs[0], Tensor) else np.asarray(inputs[0])
 
     @property
     def cadence(self):
@@ -250,7 +243,7 @@ class FrozenLevelRoute:
     def _weigh(self, level):
         """Allow the schedule the levels that pay in the steps left, and weigh the cache's payback while it is
         undecided (see the class docstring)."""
-        judging = self.judge_cache and self.caching and level > 0 and not self._cache_compared
+        judging = self.caching and self.judge.pending(level)
         if not (self.payback or judging):
             return
         updates = self.schedule.applied_updates()
@@ -259,7 +252,9 @@ class FrozenLevelRoute:
         if self.payback:
             self._allow(costs, level, steps_left, updates)
         if judging:
-            self._judge_payback(costs, level, steps_left)
+            why = self.judge.weigh(costs, level, steps_left, self.steps_per_epoch)
+            if why is not None:
+                self.drop_cache(why)
 
     def _allow(self, costs, level, steps_left, updates):
         """Allow the schedule the levels that pay in the steps left; warn once where none does."""
@@ -279,39 +274,6 @@ class FrozenLevelRoute:
                       "steps left repays its compile. The run trains every group, as O0 does, while that holds; set "
                       "'grad_freeze.payback' to false to freeze regardless.")
 
-    def _judge_payback(self, costs, level, steps_left):
-        """Start filling the cache where it pays, then keep it only where its whole steps beat the level's steps on
-        the batch (see the class docstring)."""
-        key = "'grad_freeze.cache_frozen_prefix' \"auto\""
-        if not self.cache_started:
-            if level not in costs.step:  # the level's steps on the batch are still being timed
-                return
-            if self.steps_per_epoch is None:
-                self.drop_cache(f"The frozen-prefix cache ({key}) does not start: it cannot weigh whether it pays "
-                                "without the run's steps per epoch (an epoch passes before a sample repeats). Give them "
-                                "with the train cell's fit_to_run(total_steps, steps_per_epoch) before training "
-                                "(Model.train does), or set the key to true to cache regardless.")
-            elif cache_pays(costs, level, steps_left, self.steps_per_epoch):
-                self.cache_started = True
-            else:
-                self.drop_cache(
-                    f"The frozen-prefix cache ({key}) does not start, as it would not pay in this run: at frozen level "
-                    f"{level} a step takes {costs.step[level] * 1e3:.1f} ms, of which the cache would save about "
-                    f"{cache_saving(costs, level) * 1e3:.1f} ms (the frozen prefix's forward pass) over the "
-                    f"{max(0, steps_left - self.steps_per_epoch)} steps left after an epoch's fill, less than its two "
-                    f"compiles of about {max(costs.compile.values()):.2f} s each. The frozen prefix runs inside the "
-                    "compiled step; set the key to false to silence this.")
-            return
-        if level not in costs.cached_step:
-            return
-        self._cache_compared = True
-        on_batch = costs.step.get(level, costs.step[0] - expected_saving(costs, level))
-        if costs.cached_step[level] >= on_batch:
-            self.drop_cache(f"The frozen-prefix cache ({key}) steps aside, as it does not pay on this machine: at "
-                            f"frozen level {level} a step it served whole took {costs.cached_step[level] * 1e3:.1f} ms, "
-                            f"where a step on the batch takes {on_batch * 1e3:.1f} ms. The frozen prefix now runs "
-                            "inside the compiled step; set the key to false to silence this.")
-
     def _judge(self, level, rows, new_level, repeated):
         """Drop the cache where it cannot pay (see the class docstring)."""
         if self.steps_per_epoch is None:
@@ -322,60 +284,12 @@ class FrozenLevelRoute:
                           "steps per epoch: it caches on. Give it with the train cell's fit_to_run(total_steps, "
                           "steps_per_epoch) before training (Model.train does).")
             return
-        epoch = self.steps_per_epoch
-        samples = epoch * rows
-        needed = samples * self.cache.row_bytes.get(level, 0)
-        if new_level and needed > self.cache.max_bytes:
-            self.drop_cache(f"The frozen-prefix cache steps aside: an epoch's {samples} samples need about "
-                            f"{needed / 2 ** 20:.0f} MB at frozen level {level}, more than 'grad_freeze.cache_max_mb' "
-                            f"({self.cache.max_bytes / 2 ** 20:.0f} MB), so it would fill and then compute most samples "
-                            "anyway. The frozen prefix now runs inside the compiled step; raise the key to cache.")
-            return
-        if self._window is None:
-            self._window = _RepeatWindow(self._calls - 1, epoch)
-        counts = self._window.counts(self._calls - 1, rows, repeated)
-        if counts is None:
-            return
-        if self.all_reduce is not None:  # every rank decides alike (a dropped cache runs the prefix in training mode)
-            counts = tuple(self.all_reduce(Tensor(np.array(counts, np.float32))).asnumpy())
-        share, bar = counts[1] / max(1.0, counts[0]), self.REPEAT_SHARE * self._window.expected / self.ranks
-        if share < bar:
-            self.drop_cache(f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the "
-                            "samples it looked up had been seen before, where samples that repeat every epoch would "
-                            f"give about {self._window.expected / self.ranks:.0%} (augmentation changes them every "
-                            "epoch), so fingerprinting and storing them costs more than it saves. The frozen prefix "
-                            "now runs inside the compiled step; set 'grad_freeze.cache_frozen_prefix' to false to "
-                            "silence this.")
+        why = self.judge.after_step(self._calls - 1, level, rows, new_level, repeated, self.steps_per_epoch,
+                                    self._reduce)
+        if why is not None:
+            self.drop_cache(why)
 
-
-class _RepeatWindow:
-    """When and over which steps the frozen-prefix cache measures how often samples repeat.
-
-    A sample comes once an epoch. The cache started at call ``first`` (counted from the run's start, an epoch being
-    ``epoch`` calls); a sample looked up one epoch later (call ``first + epoch`` on) came before at a uniformly random
-    place of the epoch before (shuffled data) or at the same place (unshuffled), so it was seen by the cache with
-    probability ``expected = (epoch - first % epoch) / epoch`` or more, if samples repeat. Where that is below a
-    quarter (the cache started late in its epoch), the window waits one epoch more (``expected`` 1). The window spans
-    ``max(2, epoch // 8)`` calls.
-    """
-
-    def __init__(self, first, epoch):
-        self.expected = (epoch - first % epoch) / epoch
-        self.start = first + epoch
-        if self.expected < 0.25:
-            self.start, self.expected = self.start + epoch, 1.0
-        self.length = max(2, epoch // 8)
-        self.rows = self.repeated = 0
-        self.closed = False
-
-    def counts(self, call, rows, repeated):
-        """``(samples, repeated samples)`` over the window when it closes (once), else None; ``call``: this call's
-        index from the run's start, ``rows`` and ``repeated``: its samples and how many of them the cache had seen."""
-        if self.closed or call < self.start:
-            return None
-        self.rows += rows
-        self.repeated += repeated
-        if call < self.start + self.length - 1:
-            return None
-        self.closed = True
-        return self.rows, self.repeated
+    def _reduce(self, counts):
+        """``counts`` (numbers) summed over the ranks, as a numpy array."""
+        counts = np.array(counts, np.float32)
+        return counts if self.all_reduce is None else self.all_reduce(Tensor(counts)).asnumpy()

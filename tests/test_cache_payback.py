@@ -1,6 +1,6 @@
-"""The frozen-prefix cache on "auto" (issue 37): it fills only where the run's steps left repay its compiles, and stays
-only where the steps it serves measure faster than the same level's steps on the batch; otherwise it steps aside with
-one warning that gives the measured figures. Every decision is driven by a clock the test sets, so no test depends on
+"""The frozen-prefix cache on "auto" (issue 37): it fills only where samples repeat (probed over the run's first epoch)
+and the run's steps left repay its compiles, and stays only where the steps it serves measure faster than the same
+level's steps on the batch; otherwise it steps aside with one warning that gives the measured figures. Every decision is driven by a clock the test sets, so no test depends on
 this machine's speed. The rule (``cache_pays``) against its arithmetic written out; "auto" applies only where the
 cache can (stages enough, the automatic schedule), silently off elsewhere; data-parallel, the ranks' ledgers average
 only the figures every rank knows."""
@@ -53,11 +53,14 @@ def staged_cell(cache="auto", seed=0):
     return net, BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
 
 
-def epochs(count, seed=0):
-    """``count`` epochs of STEPS batches of the same samples, shuffled anew each epoch."""
+def epochs(count, seed=0, augment=False):
+    """``count`` epochs of STEPS batches of the same samples, shuffled anew each epoch (``augment``: changed a little
+    every epoch, as augmentation does)."""
     rng = np.random.RandomState(seed)
     x, y = rng.randn(ROWS * STEPS, 4).astype(np.float32), rng.randn(ROWS * STEPS, 3).astype(np.float32)
     for _ in range(count):
+        if augment:
+            x = x + rng.randn(*x.shape).astype(np.float32) * 0.01
         order = rng.permutation(len(x))
         for step in range(STEPS):
             rows = order[step * ROWS:(step + 1) * ROWS]
@@ -83,7 +86,7 @@ def test_the_cache_judges_its_payback(mode, case):
     seconds, compile_seconds, warning, serving = CASES[case]
     net, cell = staged_cell()
     route = cell.level_route
-    assert route.judge_cache and route.cache is not None and not route.cache_started
+    assert route.judge.payback and route.cache is not None and not route.judge.started
     cell.fit_to_run(steps_per_epoch=STEPS)
     trace, caught = clocked_run(cell, epochs(EPOCHS), seconds, compile_seconds)
     messages = [str(w.message) for w in caught]
@@ -104,6 +107,19 @@ def test_the_cache_judges_its_payback(mode, case):
         plain(x, y)
     for got, want in zip(net.trainable_params(), plain_net.trainable_params()):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_augmented_samples_are_found_before_anything_is_filled(graph_mode):
+    """The probe keeps the first epoch's fingerprints and, an epoch on, finds none of them again (every sample changed):
+    the cache never fills, compiles nothing and says so once, before the front freezes (the probe's verdict comes at
+    call STEPS + 1, the front freezes after update 4); the frozen steps run on the batch."""
+    _, cell = staged_cell()
+    cell.fit_to_run(steps_per_epoch=STEPS)
+    trace, caught = clocked_run(cell, epochs(EPOCHS, augment=True), FAST, 1.0)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "will not fill" in messages[0] and "only 0%" in messages[0]
+    assert "cached" not in trace and trace[-1] == 1
+    assert cell.prefix_cache.hits == cell.prefix_cache.misses == 0 and not cell.prefix_cache.spans
 
 
 def test_without_the_epochs_length_auto_does_not_start(graph_mode):
@@ -199,7 +215,7 @@ def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_
     first.fit_to_run(steps_per_epoch=STEPS)
     first_trace, _ = clocked_run(first, batches[:stop], FAST, 1.0)
     assert first_trace == trace[:stop] and first_trace[-1] == "cached"
-    assert first.level_route._cache_compared  # pylint: disable=protected-access
+    assert first.level_route.judge.compared
     path = str(tmp_path / "cache.ckpt")
     ms.save_checkpoint(first, path)
     net, resumed = staged_cell()
@@ -207,6 +223,6 @@ def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_
     assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
     resumed_trace, caught = clocked_run(resumed, batches[stop:], FAST, 1.0, seen={0, 1})
     assert resumed_trace == ["cached"] * (len(batches) - stop) and caught == []
-    assert resumed.level_route._cache_compared  # pylint: disable=protected-access
+    assert resumed.level_route.judge.compared
     for got, want in zip(net.trainable_params(), whole_net.trainable_params()):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-6, atol=1e-7)

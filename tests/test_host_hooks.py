@@ -10,7 +10,7 @@ import pytest
 from mindspore import Tensor, nn
 
 from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt
-from boost_cells.host_hooks import _RepeatWindow
+from boost_cells.freezing.cache_judge import RepeatWindow
 
 ROWS, STEPS = 8, 4  # a batch's rows, an epoch's steps
 
@@ -104,9 +104,9 @@ def test_the_repeat_window_opens_an_epoch_after_the_first_cached_step():
     """A cache that starts at call 157 of epochs of 44 calls (position 25) expects 19/44 of the samples of the next
     epoch to have been seen (shuffled data; a sample comes once an epoch); one that starts at position 40 waits an
     epoch more, where it expects all of them; the window spans an eighth of an epoch."""
-    window = _RepeatWindow(157, 44)
+    window = RepeatWindow(157, 44)
     assert (window.start, window.length, round(window.expected, 4)) == (201, 5, round(19 / 44, 4))
-    late = _RepeatWindow(40, 44)
+    late = RepeatWindow(40, 44)
     assert (late.start, late.expected) == (128, 1.0)
     assert [window.counts(call, 8, 3) for call in range(200, 206)] == [None] * 5 + [(40, 15)]
     assert window.counts(206, 8, 8) is None

@@ -33,6 +33,8 @@ class CostLedger(nn.Cell):
         grad_freeze.ledger.steps (float32, (2 * levels, WINDOW)): each row's last ``WINDOW`` step times after its
             first, seconds; step ``n`` of a row at column ``n % WINDOW``.
         grad_freeze.ledger.timed (int32, (2 * levels,)): the steps timed in each row after its first.
+        grad_freeze.ledger.repeats (int32, ()): whether the samples repeat from epoch to epoch (1) or not (0), as the
+            frozen-prefix cache's probe measured; -1 before.
     """
 
     WINDOW = 16  # step times kept per level: their median is the level's step time
@@ -48,7 +50,17 @@ class CostLedger(nn.Cell):
         self.steps = Parameter(Tensor(np.zeros((rows, self.WINDOW), np.float32)), name="grad_freeze.ledger.steps",
                                requires_grad=False)
         self.timed = Parameter(Tensor(np.zeros(rows, np.int32)), name="grad_freeze.ledger.timed", requires_grad=False)
+        self.repeats = Parameter(Tensor(np.array(-1, np.int32)), name="grad_freeze.ledger.repeats", requires_grad=False)
         self._started = None  # [row or None, clock reading] of the call being timed; host only
+
+    def samples_repeat(self):
+        """Whether the run's samples repeat from one epoch to the next, as measured (``record_repeats``); None before."""
+        value = int(self.repeats.asnumpy())
+        return None if value < 0 else bool(value)
+
+    def record_repeats(self, repeat):
+        """Record whether the run's samples repeat (the frozen-prefix cache's probe)."""
+        self.repeats.set_data(Tensor(np.array(int(repeat), np.int32)))
 
     def cached_row(self, level):
         """The row of level ``level``'s steps on the cache's outputs."""

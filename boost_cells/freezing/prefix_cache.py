@@ -32,7 +32,14 @@ from mindspore.common import dtype as mstype
 from ..mindspore_internals import with_loss_cell_parts
 from ..rules import is_int
 
-__all__ = ["FrozenPrefixCache", "PrefixSnapshot", "StagedNetwork", "Stages", "split_stages", "staged_network"]
+__all__ = ["FrozenPrefixCache", "PrefixSnapshot", "StagedNetwork", "Stages", "fingerprints", "split_stages",
+           "staged_network"]
+
+
+def fingerprints(inputs):
+    """One key per sample of ``inputs`` (numpy, (n, ...)): its dtype, shape and the XXH3-128 digest of its bytes."""
+    kind = (str(inputs.dtype), inputs.shape[1:])
+    return [(kind, xxhash.xxh3_128_digest(row)) for row in np.ascontiguousarray(inputs)]
 
 
 class Stages(nn.Cell):
@@ -255,8 +262,7 @@ class FrozenPrefixCache:
         """The level-``level`` prefix's outputs for ``inputs`` (numpy, (n, ...), one sample per row), as a numpy
         array (n, ...) in the prefix's output dtype."""
         self._check_prefix(level)
-        kind = (str(inputs.dtype), inputs.shape[1:])
-        keys = [(kind, xxhash.xxh3_128_digest(row)) for row in np.ascontiguousarray(inputs)]
+        keys = fingerprints(inputs)
         found = [self.entries.get(key) for key in keys]
         self.repeats += sum(entry is not None for entry in found)
         start = [0 if entry is None or entry[0] > level else entry[0] for entry in found]
