@@ -254,13 +254,14 @@ def _cache_lines(plan):
                 "one a group), the cell runs its own construct and dim_reduce is off, the outputs of the groups "
                 "frozen for good can be cached per sample, so their forward pass is skipped too (at most "
                 f"cache_max_mb {section['cache_max_mb']} MB). Elsewhere it is off, without a warning.",
-                "  what it measures first: at a newly frozen level, the level's steps on the batch; it fills only "
+                "  what it measures first: over the run's first epoch, whether samples repeat (augmentation: it "
+                "never fills); at a newly frozen level, the level's steps on the batch; it fills only "
                 "where (steps left - an epoch) x the saving expected (half what freezing the level saved: the "
                 "prefix's forward pass) repays two compiles at the run's largest. Then the steps it serves whole "
                 "against the steps on the batch: it stays only where they are faster. It needs the run's steps per "
                 "epoch (Model.train gives them; a loop of your own calls the train cell's fit_to_run). Where it does "
                 "not pay it steps aside with one warning giving the figures; as with true, it also steps aside where "
-                "samples do not repeat (augmentation) or do not fit cache_max_mb."]
+                "an epoch's samples do not fit cache_max_mb."]
     if not freeze.freezes_for_good:
         return [f"  frozen-prefix cache: asked for, but the {_schedule_name(freeze)} schedule here never freezes a "
                 "group for good, so nothing is cached (the train cell warns); the groups are still cut at the "

@@ -587,3 +587,17 @@ def clocked_run(cell, batches, step_seconds, compile_seconds, clock=None, seen=(
             clock.now += step_seconds[trace[-1]] + (0.0 if level in seen else compile_seconds)
             seen.add(level)
     return trace, [w for w in caught if issubclass(w.category, BoostConfigWarning)]
+
+
+def shuffled_epochs(count, fresh=False, seed=0, rows=8, steps=4):
+    """``count`` epochs of ``steps`` batches of ``rows`` samples (4 features to 3 targets): the same samples shuffled
+    anew each epoch, or ``fresh`` ones (changed a little every epoch, as augmentation does)."""
+    rng = np.random.RandomState(seed)
+    x, y = rng.randn(rows * steps, 4).astype(np.float32), rng.randn(rows * steps, 3).astype(np.float32)
+    for _ in range(count):
+        if fresh:
+            x = x + rng.randn(*x.shape).astype(np.float32) * 0.01
+        order = rng.permutation(len(x))
+        for step in range(steps):
+            batch = order[step * rows:(step + 1) * rows]
+            yield Tensor(x[batch]), Tensor(y[batch])

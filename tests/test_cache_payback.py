@@ -15,9 +15,9 @@ from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell
 from boost_cells.freezing import GradientFreeze, freeze_optimizer
 from boost_cells.freezing.groups import stage_starts
 from boost_cells.freezing.payback import FORWARD_SHARE, Costs, cache_pays, cache_saving, layer_shares
-from tests.helpers import auto_config, clocked_run
+from tests.helpers import auto_config, clocked_run, shuffled_epochs
 
-ROWS, STEPS, EPOCHS = 8, 4, 12  # a batch's rows, an epoch's steps, the run's epochs
+STEPS, EPOCHS = 4, 12  # an epoch's steps (shuffled_epochs' default), the run's epochs
 SHARES = layer_shares([1, 1])
 
 
@@ -53,20 +53,6 @@ def staged_cell(cache="auto", seed=0):
     return net, BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
 
 
-def epochs(count, seed=0, augment=False):
-    """``count`` epochs of STEPS batches of the same samples, shuffled anew each epoch (``augment``: changed a little
-    every epoch, as augmentation does)."""
-    rng = np.random.RandomState(seed)
-    x, y = rng.randn(ROWS * STEPS, 4).astype(np.float32), rng.randn(ROWS * STEPS, 3).astype(np.float32)
-    for _ in range(count):
-        if augment:
-            x = x + rng.randn(*x.shape).astype(np.float32) * 0.01
-        order = rng.permutation(len(x))
-        for step in range(STEPS):
-            rows = order[step * ROWS:(step + 1) * ROWS]
-            yield Tensor(x[rows]), Tensor(y[rows])
-
-
 # A step costs 1 s whole and 0.7 s with the front frozen; on the cache, 0.2 s (faster) or 0.9 s (slower).
 FAST, SLOW = {0: 1.0, 1: 0.7, "cached": 0.2}, {0: 1.0, 1: 0.7, "cached": 0.9}
 CASES = {  # seconds, compile seconds, what the warning says (None: none), whether the cache served steps at the end
@@ -88,7 +74,7 @@ def test_the_cache_judges_its_payback(mode, case):
     route = cell.level_route
     assert route.judge.payback and route.cache is not None and not route.judge.started
     cell.fit_to_run(steps_per_epoch=STEPS)
-    trace, caught = clocked_run(cell, epochs(EPOCHS), seconds, compile_seconds)
+    trace, caught = clocked_run(cell, shuffled_epochs(EPOCHS), seconds, compile_seconds)
     messages = [str(w.message) for w in caught]
     first_frozen = trace.index(1)
     assert trace[first_frozen:first_frozen + 4] == [1] * 4  # the level's steps on the batch are timed first
@@ -103,7 +89,7 @@ def test_the_cache_judges_its_payback(mode, case):
     assert route.caching == serving
     plain_net, plain = staged_cell(cache=False)
     plain.fit_to_run(steps_per_epoch=STEPS)
-    for x, y in epochs(EPOCHS):
+    for x, y in shuffled_epochs(EPOCHS):
         plain(x, y)
     for got, want in zip(net.trainable_params(), plain_net.trainable_params()):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-6, atol=1e-7)
@@ -115,7 +101,7 @@ def test_augmented_samples_are_found_before_anything_is_filled(graph_mode):
     call STEPS + 1, the front freezes after update 4); the frozen steps run on the batch."""
     _, cell = staged_cell()
     cell.fit_to_run(steps_per_epoch=STEPS)
-    trace, caught = clocked_run(cell, epochs(EPOCHS, augment=True), FAST, 1.0)
+    trace, caught = clocked_run(cell, shuffled_epochs(EPOCHS, fresh=True), FAST, 1.0)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "will not fill" in messages[0] and "only 0%" in messages[0]
     assert "cached" not in trace and trace[-1] == 1
@@ -126,7 +112,7 @@ def test_without_the_epochs_length_auto_does_not_start(graph_mode):
     """Without the run's steps per epoch the cache cannot weigh its fill: on "auto" it never starts, and says so once
     naming fit_to_run."""
     _, cell = staged_cell()
-    trace, caught = clocked_run(cell, epochs(4), FAST, 1.0)
+    trace, caught = clocked_run(cell, shuffled_epochs(4), FAST, 1.0)
     messages = [str(w.message) for w in caught]
     assert "cached" not in trace and 1 in trace
     assert len(messages) == 1 and "cannot weigh whether it pays" in messages[0] and "fit_to_run" in messages[0]
@@ -206,7 +192,7 @@ def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_
     saving over the 20 steps left (it pays), starts it at once (no steps on the batch timed again) and keeps it
     without a second A/B; the run ends where the uninterrupted one does (no BatchNorm: cached or not, the prefix
     computes the same). With too few steps left for a refill it would not start, as the rule says."""
-    batches = list(epochs(EPOCHS))
+    batches = list(shuffled_epochs(EPOCHS))
     whole_net, whole = staged_cell()
     whole.fit_to_run(steps_per_epoch=STEPS)
     trace, _ = clocked_run(whole, batches, FAST, 1.0)

@@ -11,6 +11,7 @@ from mindspore import Tensor, nn
 
 from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt
 from boost_cells.freezing.cache_judge import RepeatWindow
+from tests.helpers import shuffled_epochs
 
 ROWS, STEPS = 8, 4  # a batch's rows, an epoch's steps
 
@@ -28,19 +29,6 @@ def cell(cache=True, max_mb=2048, width=16, seed=0):
     return BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
 
 
-def epochs(count, fresh, seed=0):
-    """``count`` epochs of STEPS batches: the same samples shuffled each epoch, or ``fresh`` ones every epoch."""
-    rng = np.random.RandomState(seed)
-    x, y = rng.randn(ROWS * STEPS, 4).astype(np.float32), rng.randn(ROWS * STEPS, 3).astype(np.float32)
-    for _ in range(count):
-        if fresh:
-            x = x + rng.randn(*x.shape).astype(np.float32) * 0.01
-        order = rng.permutation(len(x))
-        for step in range(STEPS):
-            rows = order[step * ROWS:(step + 1) * ROWS]
-            yield Tensor(x[rows]), Tensor(y[rows])
-
-
 def train(train_cell, batches):
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
@@ -56,7 +44,7 @@ def weights(train_cell):
 def test_repeating_samples_keep_the_cache(graph_mode):
     trained = cell()
     trained.fit_to_run(steps_per_epoch=STEPS)
-    assert train(trained, epochs(4, fresh=False)) == []
+    assert train(trained, shuffled_epochs(4, fresh=False)) == []
     route = trained.level_route
     assert route.caching and route.aside is None and trained.prefix_cache.hits > 0
 
@@ -67,12 +55,12 @@ def test_changing_samples_drop_the_cache_once_and_train_as_freezing_alone(graph_
     ends, bit for bit (no BatchNorm in the prefix)."""
     cached = cell()
     cached.fit_to_run(steps_per_epoch=STEPS)
-    messages = train(cached, epochs(4, fresh=True))
+    messages = train(cached, shuffled_epochs(4, fresh=True))
     assert len(messages) == 1 and "only 0% of the samples it looked up had been seen before" in messages[0]
     assert "'grad_freeze.cache_frozen_prefix'" in messages[0]
     assert not cached.level_route.caching and cached.level_route.active and not cached.prefix_cache.entries
     plain = cell(cache=False)
-    train(plain, epochs(4, fresh=True))
+    train(plain, shuffled_epochs(4, fresh=True))
     for got, want in zip(weights(cached), weights(plain)):
         np.testing.assert_array_equal(got, want)
 
@@ -82,7 +70,7 @@ def test_an_epoch_that_cannot_fit_is_left_out_before_it_fills(graph_mode):
     once the first outputs show their size, so the cache drops itself after one batch."""
     trained = cell(max_mb=1, width=9000)
     trained.fit_to_run(steps_per_epoch=STEPS)
-    messages = train(trained, epochs(1, fresh=False))
+    messages = train(trained, shuffled_epochs(1, fresh=False))
     assert len(messages) == 1 and "'grad_freeze.cache_max_mb' (1 MB)" in messages[0]
     assert "32 samples need about 1 MB" in messages[0]
     assert trained.prefix_cache.misses == ROWS and not trained.prefix_cache.entries
@@ -90,7 +78,7 @@ def test_an_epoch_that_cannot_fit_is_left_out_before_it_fills(graph_mode):
 
 def test_without_the_epochs_length_the_cache_says_once_that_it_cannot_judge(graph_mode):
     trained = cell()
-    messages = train(trained, epochs(2, fresh=True))
+    messages = train(trained, shuffled_epochs(2, fresh=True))
     assert len(messages) == 1 and "cannot judge whether it pays" in messages[0] and "fit_to_run" in messages[0]
     assert trained.level_route.caching
 

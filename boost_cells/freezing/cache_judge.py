@@ -12,8 +12,9 @@ figures; the route drops the cache with it (``FrozenLevelRoute.drop_cache``). Th
   before the verdict waits for it.
 - Its payback ("auto"; ``weigh``, at the route's weighings, from the ledger's ``Costs``): at
   a newly frozen level the steps run on the batch until the ledger knows that level's step; the cache then starts
-  filling only where ``payback.cache_pays`` (the steps left after an epoch's fill, times the saving expected, repay
-  its two compiles). Once it served a few steps whole (every sample a hit), the A/B: it stays only where those steps
+  filling only where ``payback.cache_pays`` (the steps left after its fill, times the saving expected, repay its two
+  compiles; the fill takes an epoch, and data-parallel as many epochs as ranks, as a sampler that deals the samples
+  out anew every epoch brings a rank each sample about once in that many). Once it served a few steps whole (every sample a hit), the A/B: it stays only where those steps
   measure faster than the level's steps on the batch (at a level the cache reached directly, that step as
   ``expected_saving`` gives it). One way only: a step on the batch after caching would run the frozen prefix in
   training mode and change its BatchNorm statistics, which drops what was cached.
@@ -107,11 +108,12 @@ class CacheJudge:
                         "the key to true to cache regardless.")
             if self.repeats is None:  # the probe has not seen an epoch yet
                 return None
-            if not cache_pays(costs, level, steps_left, steps_per_epoch):
+            fill = steps_per_epoch * self.ranks  # a rank dealt new samples every epoch meets each once in ranks epochs
+            if not cache_pays(costs, level, steps_left, fill):
                 return (f"The frozen-prefix cache ({_AUTO}) does not start, as it would not pay in this run: at frozen "
                         f"level {level} a step takes {costs.step[level] * 1e3:.1f} ms, of which the cache would save "
                         f"about {cache_saving(costs, level) * 1e3:.1f} ms (the frozen prefix's forward pass) over the "
-                        f"{max(0, steps_left - steps_per_epoch)} steps left after an epoch's fill, less than its two "
+                        f"{max(0, steps_left - fill)} steps left after its fill ({fill} steps), less than its two "
                         f"compiles of about {max(costs.compile.values()):.2f} s each. The frozen prefix runs inside "
                         "the compiled step; set the key to false to silence this.")
             self.started = True

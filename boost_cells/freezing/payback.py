@@ -24,7 +24,9 @@ The frozen-prefix cache (``cache_pays``) skips the frozen prefix's forward pass 
 epoch after it starts filling, every step saves ``cache_saving(k)``. It costs two compiles (its step on the prefix's
 outputs and the prefix's own inference graph), each estimated as the run's largest, so it fills where
 
-    (steps_left - steps_per_epoch) * cache_saving(k) > 2 * largest compile
+    (steps_left - fill_steps) * cache_saving(k) > 2 * largest compile
+
+with ``fill_steps`` the steps before the samples come round again (an epoch's).
 
 ``cache_saving(k)``: measured once the cache has served a few whole steps (the level's step on the batch less its
 step on the cache); before, ``FORWARD_SHARE`` of what freezing level ``k`` saved, as measured (a prefix's forward
@@ -120,11 +122,11 @@ def cache_saving(costs, level):
     return None if saving is None else FORWARD_SHARE * saving
 
 
-def cache_pays(costs, level, steps_left, steps_per_epoch):
-    """Whether filling the cache at ``level`` pays: ``(steps_left - steps_per_epoch) * cache_saving(level)`` (no step
-    saves anything before an epoch was filled) exceeds two compiles at the run's largest; False until a step and a
-    compile are measured."""
+def cache_pays(costs, level, steps_left, fill_steps):
+    """Whether filling the cache at ``level`` pays: ``(steps_left - fill_steps) * cache_saving(level)`` (no step saves
+    anything before the samples were filled: an epoch's steps) exceeds two compiles at the run's largest; False until
+    a step and a compile are measured."""
     saving = cache_saving(costs, level)
     if saving is None or not costs.compile:
         return False
-    return (steps_left - steps_per_epoch) * saving > 2 * max(costs.compile.values())
+    return (steps_left - fill_steps) * saving > 2 * max(costs.compile.values())
