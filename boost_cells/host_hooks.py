@@ -196,7 +196,7 @@ class FrozenLevelRoute:
         level = self.schedule.frozen_for_good()
         if self.caching and self.judge.probing and self.steps_per_epoch is not None:
             why = self.judge.probe(self._calls - 1, self._batch(cell, inputs), self.steps_per_epoch, self._reduce,
-                                   self.ledger.samples_repeat())
+                                   self.ledger.samples_repeat)
             if not self.judge.probing:
                 self.ledger.record_repeats(self.judge.repeats)
             if why is not None:

@@ -1,9 +1,9 @@
 """The frozen-prefix cache on "auto" (issue 37): it fills only where samples repeat (probed over the run's first epoch)
 and the run's steps left repay its compiles, and stays only where the steps it serves measure faster than the same
-level's steps on the batch; otherwise it steps aside with one warning that gives the measured figures. Every decision is driven by a clock the test sets, so no test depends on
-this machine's speed. The rule (``cache_pays``) against its arithmetic written out; "auto" applies only where the
-cache can (stages enough, the automatic schedule), silently off elsewhere; data-parallel, the ranks' ledgers average
-only the figures every rank knows."""
+level's steps on the batch; otherwise it steps aside with one warning that gives the measured figures. Every decision
+is driven by a clock the test sets, so no test depends on this machine's speed. The rule (``cache_pays``) against its
+arithmetic written out; "auto" applies only where the cache can (stages enough, the automatic schedule), silently off
+elsewhere; data-parallel, the ranks' ledgers average only the figures every rank knows."""
 import warnings
 
 import mindspore as ms
@@ -173,11 +173,11 @@ class Weight:  # pylint: disable=too-few-public-methods
 
 
 def test_groups_cut_at_stages_hold_their_share_of_the_layers():
-    """The bench's ResNet (a stem, 6 blocks of 2 convolutions, a downsampling one entering the second and third
-    stages, a dense head: 16 layers over 8 stages; BatchNorm's and biases' vectors are no layers): 3 groups start where
-    the layers before them come nearest 16/3 and 32/3 (after 5 and 10 layers; a stride of stages would cut at
-    2 and 4 whatever the layers), 4 groups nearest 4 (3 and 5 tie: the earlier), 8 and 12; a stage without weights counts as one layer, and
-    every group keeps a stage of its own."""
+    """The bench's ResNet (a stem, 6 blocks of 2 convolutions, a downsampling one entering the second and third stages,
+    a dense head: 16 layers over 8 stages; BatchNorm's and biases' vectors are no layers): 3 groups start where
+    the layers before them come nearest 16/3 and 32/3 (after 5 and 10 layers; a stride of stages would cut at 2
+    and 4 whatever the layers), 4 groups nearest 4 (3 and 5 tie: the earlier), 8 and 12; a stage without weights
+    counts as one layer, and every group keeps a stage of its own."""
     counts = [1, 2, 2, 3, 2, 3, 2, 1]
     stages = [[Weight(3, 3, 2, 2)] * count + [Weight(3)] for count in counts]
     assert stage_starts(stages, 3) == [0, 3, 5]

@@ -10,14 +10,14 @@ figures; the route drops the cache with it (``FrozenLevelRoute.drop_cache``). Th
   seen (``RepeatWindow``, from call 0). Where fewer than ``REPEAT_SHARE`` of what repeating samples would give
   (augmentation), it never fills: the fill and its compiles are not paid for nothing. A run whose front freezes
   before the verdict waits for it.
-- Its payback ("auto"; ``weigh``, at the route's weighings, from the ledger's ``Costs``): at
-  a newly frozen level the steps run on the batch until the ledger knows that level's step; the cache then starts
-  filling only where ``payback.cache_pays`` (the steps left after its fill, times the saving expected, repay its two
-  compiles; the fill takes an epoch, and data-parallel as many epochs as ranks, as a sampler that deals the samples
-  out anew every epoch brings a rank each sample about once in that many). Once it served a few steps whole (every sample a hit), the A/B: it stays only where those steps
-  measure faster than the level's steps on the batch (at a level the cache reached directly, that step as
-  ``expected_saving`` gives it). One way only: a step on the batch after caching would run the frozen prefix in
-  training mode and change its BatchNorm statistics, which drops what was cached.
+- Its payback ("auto"; ``weigh``, at the route's weighings, from the ledger's ``Costs``): at a newly frozen level the
+  steps run on the batch until the ledger knows that level's step; the cache then starts filling only where
+  ``payback.cache_pays`` (the steps left after its fill, times the saving expected, repay its two compiles; the fill
+  takes an epoch, and data-parallel as many epochs as ranks, as a sampler that deals the samples out anew every epoch
+  brings a rank each sample about once in that many). Once it served a few steps whole (every sample a hit), the A/B:
+  it stays only where those steps measure faster than the level's steps on the batch (at a level the cache reached
+  directly, that step as ``expected_saving`` gives it). One way only: a step on the batch after caching would run the
+  frozen prefix in training mode and change its BatchNorm statistics, which drops what was cached.
 - The data cannot fit ``cache_max_mb`` (``after_step``): at a level's first outputs, an epoch's samples times the bytes
   of one sample's output exceed the cache's memory, so the cache would fill and then compute most samples anyway.
 - Samples do not repeat (augmentation; ``after_step``): an epoch after its first cached step, over an eighth of an
@@ -66,34 +66,34 @@ class CacheJudge:
         """Whether ``probe`` wants to see the batches (until its verdict)."""
         return self.repeats is None
 
-    def probe(self, call, inputs, steps_per_epoch, reduce, known=None):
+    def probe(self, call, inputs, steps_per_epoch, reduce, known):
         """Look at call ``call``'s batch (numpy, (n, ...)): keep its fingerprints, and, an epoch on, count the ones
         seen before; at the window's end, the verdict (``repeats``), or the reason to step aside where samples do
-        not repeat. ``reduce`` sums a float32 array over the ranks. ``known``: the verdict measured before (a resumed
-        run's ledger), taken as it is; None: probe."""
-        if known is not None:
-            self.repeats = known
-            return None if known else (f"The frozen-prefix cache ({_AUTO}) will not fill: the run measured, before it "
-                                       "was resumed, that its samples do not repeat from epoch to epoch "
-                                       "(augmentation). Set the key to false to silence this.")
-        keys = fingerprints(inputs)
+        not repeat. ``reduce`` sums a float32 array over the ranks. ``known``: called once, at the probe's first
+        call, for the verdict measured before (a resumed run's ledger), taken as it is; None: probe."""
         if self._probe_window is None:
+            verdict = known()
+            if verdict is not None:
+                self.repeats = verdict
+                return None if verdict else (f"The frozen-prefix cache ({_AUTO}) will not fill: the run measured, "
+                                             "before it was resumed, that its samples do not repeat from epoch to "
+                                             "epoch (augmentation). Set the key to false to silence this.")
             self._probe_window = RepeatWindow(call, steps_per_epoch)
+        keys = fingerprints(inputs)
         counts = self._probe_window.counts(call, len(keys), sum(key in self._probe_seen for key in keys))
         if call < self._probe_window.start:
             self._probe_seen.update(keys)
         if counts is None:
             return None
-        counts = reduce(counts)
         self._probe_seen = set()
-        share, bar = counts[1] / max(1.0, counts[0]), self.REPEAT_SHARE * self._probe_window.expected / self.ranks
-        self.repeats = bool(share >= bar)
+        share, expected = self._probe_window.shares(reduce(counts), self.ranks)
+        self.repeats = bool(share >= self.REPEAT_SHARE * expected)
         if self.repeats:
             return None
         return (f"The frozen-prefix cache ({_AUTO}) will not fill: an epoch into the run, only {share:.0%} of the "
                 "samples it looked at had been seen before, where samples that repeat every epoch would give about "
-                f"{self._probe_window.expected / self.ranks:.0%} (augmentation changes them every epoch), so nothing "
-                "cached would be used again. Set the key to false to silence this.")
+                f"{expected:.0%} (augmentation changes them every epoch), so nothing cached would be used again. Set "
+                "the key to false to silence this.")
 
     def weigh(self, costs, level, steps_left, steps_per_epoch):
         """Start the cache where it pays, then keep it only where its whole steps beat the level's steps on the
@@ -102,8 +102,8 @@ class CacheJudge:
             if level not in costs.step:  # the level's steps on the batch are still being timed
                 return None
             if steps_per_epoch is None:
-                return (f"The frozen-prefix cache ({_AUTO}) does not start: it cannot weigh whether it pays without the "
-                        "run's steps per epoch (an epoch passes before a sample repeats). Give them with the train "
+                return (f"The frozen-prefix cache ({_AUTO}) does not start: it cannot weigh whether it pays without "
+                        "the run's steps per epoch (an epoch passes before a sample repeats). Give them with the train "
                         "cell's fit_to_run(total_steps, steps_per_epoch) before training (Model.train does), or set "
                         "the key to true to cache regardless.")
             if self.repeats is None:  # the probe has not seen an epoch yet
@@ -126,8 +126,8 @@ class CacheJudge:
             return None
         return (f"The frozen-prefix cache ({_AUTO}) steps aside, as it does not pay on this machine: at frozen level "
                 f"{level} a step it served whole took {costs.cached_step[level] * 1e3:.1f} ms, where a step on the "
-                f"batch takes {on_batch * 1e3:.1f} ms. The frozen prefix now runs inside the compiled step; set the key "
-                "to false to silence this.")
+                f"batch takes {on_batch * 1e3:.1f} ms. The frozen prefix now runs inside the compiled step; set the "
+                "key to false to silence this.")
 
     def after_step(self, call, level, rows, new_level, repeated, steps_per_epoch, reduce):
         """The memory and repeat rules after cached call ``call`` (from 0, the run's start) at ``level``: ``rows``
@@ -138,20 +138,20 @@ class CacheJudge:
         if new_level and needed > self.cache.max_bytes:
             return (f"The frozen-prefix cache steps aside: an epoch's {samples} samples need about "
                     f"{needed / 2 ** 20:.0f} MB at frozen level {level}, more than 'grad_freeze.cache_max_mb' "
-                    f"({self.cache.max_bytes / 2 ** 20:.0f} MB), so it would fill and then compute most samples anyway. "
-                    "The frozen prefix now runs inside the compiled step; raise the key to cache.")
+                    f"({self.cache.max_bytes / 2 ** 20:.0f} MB), so it would fill and then compute most samples "
+                    "anyway. The frozen prefix now runs inside the compiled step; raise the key to cache.")
         if self.window is None:
             self.window = RepeatWindow(call, steps_per_epoch)
         counts = self.window.counts(call, rows, repeated)
         if counts is None:
             return None
-        counts = reduce(counts)  # every rank decides alike (a dropped cache runs the prefix in training mode)
-        share, bar = counts[1] / max(1.0, counts[0]), self.REPEAT_SHARE * self.window.expected / self.ranks
-        if share >= bar:
+        # summed over the ranks, so every rank decides alike (a dropped cache runs the prefix in training mode)
+        share, expected = self.window.shares(reduce(counts), self.ranks)
+        if share >= self.REPEAT_SHARE * expected:
             return None
         return (f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the samples it "
                 "looked up had been seen before, where samples that repeat every epoch would give about "
-                f"{self.window.expected / self.ranks:.0%} (augmentation changes them every epoch), so fingerprinting "
+                f"{expected:.0%} (augmentation changes them every epoch), so fingerprinting "
                 "and storing them costs more than it saves. The frozen prefix now runs inside the compiled step; set "
                 "'grad_freeze.cache_frozen_prefix' to false to silence this.")
 
@@ -187,3 +187,10 @@ class RepeatWindow:
             return None
         self.closed = True
         return self.rows, self.repeated
+
+    def shares(self, counts, ranks):
+        """``(share seen, share expected)``: of the window's samples (``counts`` as ``counts`` returned them, summed
+        over ``ranks`` data-parallel ranks), the share seen before, and the share samples that repeat every epoch
+        would give a rank (``expected`` over ``ranks``: a sampler that deals the samples out anew every epoch
+        brings a rank each sample about once in that many epochs)."""
+        return counts[1] / max(1.0, counts[0]), self.expected / ranks

@@ -92,10 +92,14 @@ class GradientFreeze:
         Raises:
             TypeError: ``cache_frozen_prefix`` True and a network without stages.
         """
+        return self._layers(net)[:2]
+
+    def _layers(self, net):
+        """``(layers, what, by_stage)``: ``layers`` as ``layers`` returns them, and whether they are stages."""
         stages = self.cache_stages(net)
         if stages is not None:
-            return stages, "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)"
-        return split_layers(net.trainable_params()), "layer(s) (a layer is a weight with its bias and BatchNorm)"
+            return stages, "stage(s) with trainable parameters (the frozen-prefix cache freezes whole stages)", True
+        return split_layers(net.trainable_params()), "layer(s) (a layer is a weight with its bias and BatchNorm)", False
 
     def cache_stages(self, net):
         """The trainable parameters of each of ``net``'s stages that has some, where the groups are cut at stages
@@ -129,12 +133,12 @@ class GradientFreeze:
             TypeError: ``cache_frozen_prefix`` and a network without stages.
         """
         groups = int(check("GradientFreeze", "freeze_para_groups_number", freeze_para_groups_number))
-        layers, what = self.layers(net)
+        layers, what, by_stage = self._layers(net)
         if groups > len(layers):
             warn_user(f"For 'GradientFreeze', 'param_groups' is {groups} but the network has {len(layers)} {what}: "
                       "as in mindspore.boost, every group is then the whole network, so nothing ever freezes. Pass "
                       f"at most {len(layers)} groups to freeze.")
-        elif self.cache_stages(net) is not None:
+        elif by_stage:
             return [sum(layers[start:], []) for start in stage_starts(layers, groups)]
         stride = len(layers) // groups
         return [sum(layers[i * stride:], []) for i in range(groups)]

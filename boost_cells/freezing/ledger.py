@@ -54,7 +54,8 @@ class CostLedger(nn.Cell):
         self._started = None  # [row or None, clock reading] of the call being timed; host only
 
     def samples_repeat(self):
-        """Whether the run's samples repeat from one epoch to the next, as measured (``record_repeats``); None before."""
+        """Whether the run's samples repeat from one epoch to the next, as measured (``record_repeats``); None
+        before."""
         value = int(self.repeats.asnumpy())
         return None if value < 0 else bool(value)
 
