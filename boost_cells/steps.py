@@ -306,7 +306,7 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
             boundaries.
     """
     levels = (0, *schedule.frozen_levels)
-    uncached = {level: ScheduledStep(schedule, group_steps[level], level) for level in levels}
+    uncached = {level: ScheduledStep(schedule, group_steps[level]) for level in levels}
     measured = payback or judge_cache
     ledger = CostLedger(optimizer.groups_num) if measured else None
     shares = _layer_shares(optimizer) if measured else None
@@ -320,7 +320,7 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
     for level in schedule.frozen_levels:
         suffix = staged.suffix_with_loss(starts[level])
         opt = optimizer.opts[level]
-        cached[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)), level)
+        cached[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
     prefix_cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
     return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, prefix_cache, cached, info, payback,
                             judge_cache)

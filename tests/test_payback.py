@@ -147,27 +147,3 @@ def test_a_resumed_run_decides_as_the_uninterrupted_one(graph_mode, tmp_path):
     for name, value in expected.items():
         if "ledger" not in name:  # the resumed ledger timed the step that resumed as a step, the whole one did not
             assert np.array_equal(value, final[name]), name
-
-
-@pytest.mark.slow  # a whole clocked run
-def test_the_final_level_counts_updates_without_deciding(graph_mode):
-    """At the whole front's level (the schedule's ``final_level``) nothing can freeze deeper, so the route's step
-    there only counts the updates (``count``): its graph compiles without the decision branch (about 0.5 s less a
-    compile on this machine), the displacements stay as the decision that froze it left them, and the run freezes
-    and ends as before (the trace of the group-by-group case). Below it, every decision measures anew."""
-    net, cell = payback_cell()
-    batches = [data(step) for step in range(STEPS)]
-    finals = {level: step.final for level, step in cell.level_route.uncached.items()}
-    assert finals == {0: False, 1: False, 2: True}
-    clock, displacements, trace = SetClock(), [], []
-    for index, batch in enumerate(batches):
-        part, _ = clocked_run(cell, [batch], STEP_SECONDS, 1.0, clock, seen=set(trace))
-        trace += part
-        displacements.append(cell.train_step.schedule.displacement.asnumpy().copy())
-    assert trace.index(1) == 9 and trace.index(2) == 17
-    at_level_1 = {displacement.tobytes() for displacement, level in zip(displacements, trace) if level == 1}
-    assert len(at_level_1) > 1  # the decisions at level 1 measured anew
-    frozen_at = trace.index(2) - 1  # the step whose decision froze the final level
-    for displacement in displacements[frozen_at:]:
-        np.testing.assert_array_equal(displacement, displacements[frozen_at])
-    assert cell.train_step.schedule.applied_updates() == STEPS

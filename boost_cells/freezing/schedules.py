@@ -10,10 +10,6 @@ serves the switch and the frozen-prefix cache through one small contract:
   step for each.
 - ``advance(applied)`` (graph): after a step that applied ``applied`` optimizer updates (int32 scalar: 0 on an
   overflow or an accumulating micro-step), move on. Returns a token to make the step's outputs depend on.
-- ``final_level`` (host, fixed): the level from which the schedule can change nothing but its count of updates
-  (None where its position walks on), and ``count(applied)`` (graph): ``advance`` at that level, which measures
-  nothing. A step compiled for that level alone (the host route's) takes ``count``: the automatic schedule's
-  decision is a branch that costs a compile about 0.5 s more on this machine (a ResNet's step: 1.3 s against 1.9 s).
 - ``plan`` (host): the ``FreezePlan`` it follows, whose numbers every description of the schedule reads;
   ``fit(plan)`` (host, before the first step) makes it follow the same plan made for another run length.
 
@@ -60,8 +56,6 @@ class SequenceSchedule(nn.Cell):
         self.length = plan.length
         self.cyclic = plan.cyclic
         self.strategy_table = Tensor(np.array(plan.sequence, np.int32))
-
-    final_level = None  # its position walks on at every level
 
     def train_from(self):
         return self.strategy_table[self.position]
@@ -212,17 +206,6 @@ class AutoSchedule(nn.Cell):
         if ops.logical_and(applied > 0, updates % self.interval == self.interval_end):
             token = ops.depend(token, self._decide(updates))
         return token
-
-    @property
-    def final_level(self):
-        """The whole front's level: past it nothing can freeze (the head never does), so a decision there changes
-        nothing but the displacements it records."""
-        return self.groups - 1
-
-    def count(self, applied):
-        """``advance`` at ``final_level``: the updates counted, no decision (``displacement`` and the copies keep
-        the last decision's values)."""
-        return ops.assign(self.updates, self.updates + applied)
 
     def one_level(self):
         """The levels allowed without the host: the whole front's alone (bool, (groups,))."""

@@ -47,13 +47,9 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
         """``(outputs, applied)`` of the step on ``inputs`` (a tuple)."""
         raise NotImplementedError
 
-    def move(self, applied):
-        """The schedule moved on by ``applied`` updates: its ``advance``; a token."""
-        return self.schedule.advance(applied)
-
     def construct(self, *inputs):
         outputs, applied = self.take(inputs)
-        return ops.depend(outputs, self.move(applied)), applied
+        return ops.depend(outputs, self.schedule.advance(applied)), applied
 
     def current_index(self):
         """The first group the next step trains (host int; for tests, monitors and logs)."""
@@ -69,27 +65,18 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
 
 
 class ScheduledStep(AdvancingStep):
-    """One fixed step (a frozen level's, on the batch or on a cached prefix's outputs) that still advances the
-    schedule; at the schedule's ``final_level`` it only counts the updates (``count``), so its graph compiles without
-    the decision that can change nothing there.
+    """One fixed step (a frozen suffix's step on a cached prefix's outputs) that still advances the schedule.
 
     Args:
         schedule: as ``AdvancingStep``. step (Cell): the step (``boost_cells.steps.Step``).
-        level (int): the frozen level the step trains at. Default None: a level below the final one.
     """
 
-    def __init__(self, schedule, step, level=None):
+    def __init__(self, schedule, step):
         super().__init__(schedule)
         self.step = step
-        self.final = level is not None and level == schedule.final_level
 
     def take(self, inputs):
         return self.step(*inputs)
-
-    def move(self, applied):
-        if self.final:
-            return self.schedule.count(applied)
-        return self.schedule.advance(applied)
 
 
 class FreezeSwitch(AdvancingStep):
