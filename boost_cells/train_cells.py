@@ -10,6 +10,7 @@ host hooks (``boost_cells.host_hooks``).
 import functools
 import warnings
 
+import mindspore as ms
 from mindspore import nn, ops
 
 from .config import BoostConfig, latest_config, warn_user
@@ -159,6 +160,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
             self.route_cells = nn.CellList(built.level_route.cells(), auto_prefix=False)
         self.host_hooks = (() if built.level_route is None else (built.level_route,)) + tuple(report)
         self._assumed_run = self._run_assumption()
+        self._less_bn_mode_unchecked = is_less_bn(self.network)
         self._name_own_state()
 
     def _run_assumption(self):
@@ -235,6 +237,14 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         if self._assumed_run is not None:
             warn_user(self._assumed_run)
             self._assumed_run = None
+        if self._less_bn_mode_unchecked:
+            self._less_bn_mode_unchecked = False
+            if not self.network.training and ms.get_context("mode") == ms.GRAPH_MODE:
+                warn_user(f"For '{type(self).__name__}', the network is under LessBN but in inference mode (a new "
+                          "cell's, until set_train()): its BatchNorms normalise with their moving statistics, and "
+                          "MindSpore's less_bn pass then fails to compile this step with loss scaling or gradient "
+                          "freezing (a TypeError on ZerosLike or Concat). Call set_train() on the train cell before "
+                          "its first step, as Model.train does.")
         return super().__call__(*inputs)
 
     def gradient_freeze_process(self, *inputs):

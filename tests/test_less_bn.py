@@ -1,6 +1,8 @@
 """LessBN, the feature-normalised head and gradient centralization, each against a NumPy reference; parameter
 names and strict checkpoint loads; AutoBoost's less_bn train/eval transforms training a small BN network on CPU;
 all three under mixed precision (amp levels O1 to O3), as the model zoo calls Model."""
+import warnings
+
 import numpy as np
 import mindspore as ms
 import mindspore.dataset as ds
@@ -543,3 +545,31 @@ def test_o1_trained_network_evaluates_plainly_but_a_plain_one_not_through_o1(gra
     plain = logits(copy(pretrained))
     through_o1 = logits(o1.network_auto_process_eval(Outputs(copy(pretrained))))
     assert np.abs(through_o1 - plain).max() > 0.1
+
+
+@pytest.mark.slow  # two GRAPH_MODE compiles of a ResNet's step
+def test_a_less_bn_step_in_inference_mode_is_named_before_it_fails(graph_mode, tmp_path, monkeypatch):
+    """A train cell called before ``set_train()`` steps in inference mode; under LessBN over a network with loss,
+    MindSpore's less_bn pass then fails to compile gradient freezing (a TypeError on Concat, as its own
+    ``nn.TrainOneStepWithLossScaleCell`` fails on ZerosLike): the first call warns, naming set_train(). In training
+    mode the same cell trains without that warning."""
+    monkeypatch.chdir(tmp_path)  # where MindSpore writes the failed compile's rank_0/om/analyze_fail.ir
+    x = Tensor(np.random.RandomState(2).randn(4, 1, 8, 8).astype(np.float32))
+    y = Tensor(np.array([0, 1, 2, 1], np.int32))
+    config = {"level": "O1", "boost": {"mode": "manual", "less_bn": True, "grad_freeze": True},
+              "grad_freeze": {"total_steps": 100}}
+    for train in (False, True):
+        net = basic_resnet()
+        cell = build_train_network(with_loss(net), nn.Momentum(net.trainable_params(), 0.05, 0.9), config)
+        assert is_less_bn(cell.network)
+        cell.set_train(train)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                loss = float(cell(x, y).asnumpy())
+            except TypeError:
+                loss = None
+        named = [w for w in caught if "set_train()" in str(w.message)]
+        assert len(named) == (0 if train else 1)
+        if train:
+            assert np.isfinite(loss)
