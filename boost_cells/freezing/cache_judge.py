@@ -26,7 +26,7 @@ figures; the route drops the cache with it (``FrozenLevelRoute.drop_cache``). Th
   summed (the route's ``reduce``), so every rank decides alike, and the bar is divided by the rank count: a sampler
   that deals the samples out anew every epoch brings a rank each sample about once in that many epochs.
 """
-from .payback import cache_pays, cache_saving, expected_saving
+from .payback import cache_pays, cache_saving, expected_saving, largest_compile
 from .prefix_cache import fingerprints
 
 __all__ = ["CacheJudge", "RepeatWindow"]
@@ -114,7 +114,7 @@ class CacheJudge:
                         f"level {level} a step takes {costs.step[level] * 1e3:.1f} ms, of which the cache would save "
                         f"about {cache_saving(costs, level) * 1e3:.1f} ms (the frozen prefix's forward pass) over the "
                         f"{max(0, steps_left - fill)} steps left after its fill ({fill} steps), less than its two "
-                        f"compiles of about {max(costs.compile.values()):.2f} s each. The frozen prefix runs inside "
+                        f"compiles of about {largest_compile(costs):.2f} s each. The frozen prefix runs inside "
                         "the compiled step; set the key to false to silence this.")
             self.started = True
             return None

@@ -35,7 +35,7 @@ pass is one product a layer where its backward pass, which freezing skipped, is 
 import dataclasses
 
 __all__ = ["Costs", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving", "compile_estimate",
-           "expected_saving", "layer_shares", "paying_levels"]
+           "expected_saving", "largest_compile", "layer_shares", "paying_levels"]
 
 PRIOR_SAVING = 1 / 3  # the least share of a prefix's step time that freezing it saves (its weight gradients)
 FORWARD_SHARE = 1 / 2  # a prefix's forward pass against its backward pass (one product a layer against two)
@@ -90,12 +90,18 @@ def expected_saving(costs, level):
     return per_share * costs.shares[level]
 
 
+def largest_compile(costs):
+    """The run's largest compile so far (seconds: the full step's graph, the largest of the run), what an
+    uncompiled graph is estimated to cost; None before any compile was measured."""
+    return max(costs.compile.values()) if costs.compile else None
+
+
 def compile_estimate(costs, level):
-    """Seconds level ``level``'s compile still costs: 0 once compiled, else the run's largest compile so far; None
-    before any compile was measured."""
+    """Seconds level ``level``'s compile still costs: 0 once compiled, else ``largest_compile``; None before any
+    compile was measured."""
     if level in costs.compile:
         return 0.0
-    return max(costs.compile.values()) if costs.compile else None
+    return largest_compile(costs)
 
 
 def paying_levels(costs, current, steps_left):
@@ -126,7 +132,7 @@ def cache_pays(costs, level, steps_left, fill_steps):
     """Whether filling the cache at ``level`` pays: ``(steps_left - fill_steps) * cache_saving(level)`` (no step saves
     anything before the samples were filled: an epoch's steps) exceeds two compiles at the run's largest; False until
     a step and a compile are measured."""
-    saving = cache_saving(costs, level)
-    if saving is None or not costs.compile:
+    saving, compile_seconds = cache_saving(costs, level), largest_compile(costs)
+    if saving is None or compile_seconds is None:
         return False
-    return (steps_left - fill_steps) * saving > 2 * max(costs.compile.values())
+    return (steps_left - fill_steps) * saving > 2 * compile_seconds
