@@ -15,8 +15,9 @@ updates, as ``Model.train`` sets it, and a given one that differs is kept, as ``
 warning that says what the schedule does in the run). Without a run, ``total_steps`` (given, or the default 65536)
 is the run length assumed.
 
-Every freezing number comes from the ``FreezePlan`` the train cell itself follows, and AdaSum's groups from
-``adasum_groups``, so the words say what the step does.
+Every freezing number comes from the ``FreezePlan`` the train cell itself follows (``Model.train`` passes its
+cell's own, ``plan``, so its log reads the one plan the cell was fitted to; without it one is made from the config
+as the cell would make it), and AdaSum's groups from ``adasum_groups``, so the words say what the step does.
 """
 import dataclasses
 import json
@@ -90,19 +91,23 @@ class _Plan:
     Attributes:
         updates (int or None): the run's optimizer updates (``run_updates``), None without a run.
         section (Mapping): the config's ``grad_freeze`` section.
-        freeze (FreezePlan): the freezing plan the train cell follows: made for the run when the config leaves
-            ``total_steps`` out (as ``Model.train`` fits it), else for the given (or default) ``total_steps``.
+        freeze (FreezePlan): the freezing plan the train cell follows: the cell's own where given (``plan``), else
+            made for the run when the config leaves ``total_steps`` out (as ``Model.train`` fits it), else for the
+            given (or default) ``total_steps``.
     """
 
-    def __init__(self, config, run):
+    def __init__(self, config, run, plan=None):
         self.config, self.run = config, run
         self.accumulation = config.accumulation_steps
         self.updates = None if run is None else run_updates(run.epochs, run.steps_per_epoch, self.accumulation)
         self.section = config.section("grad_freeze")
         self.total_given = config.given("grad_freeze.total_steps")
-        self.freeze = FreezePlan.from_section(self.section)
-        if self.updates is not None and not self.total_given:
-            self.freeze = self.freeze.for_run(self.updates)
+        if plan is not None:
+            self.freeze = plan
+        else:
+            self.freeze = FreezePlan.from_section(self.section)
+            if self.updates is not None and not self.total_given:
+                self.freeze = self.freeze.for_run(self.updates)
 
     @property
     def length(self):
@@ -500,13 +505,15 @@ def _run_line(plan):
             f"{_plural(plan.updates, 'update')} ({_number(run.steps_per_epoch / steps)} an epoch).")
 
 
-def explain(config, run=None, workers=None):
+def explain(config, run=None, workers=None, plan=None):
     """The summary of what ``config`` will do, as lines of text.
 
     Args:
         config (BoostConfig, dict or str): the config (as ``BoostConfig.coerce`` takes it).
         run (Run): the run it trains in; default None: ``grad_freeze.total_steps`` is the run length assumed.
         workers (int): data-parallel workers, >= 1, for what AdaSum does; default None: not said.
+        plan (FreezePlan): the freezing plan a built train cell follows (its ``freeze_plan``, fitted to the run),
+            read instead of one made here from the config (``Model.train`` passes its cell's); default None.
 
     Returns:
         list of str: the lines, without line ends; details of a feature are indented by two spaces.
@@ -520,7 +527,7 @@ def explain(config, run=None, workers=None):
                         f"{type(run).__name__}.")
     if workers is not None:
         check("explain", "workers", workers)
-    plan = _Plan(config, run)
+    plan = _Plan(config, run, _checked_plan("explain", plan))
     on = [name for name in FEATURES if config.enabled(name)]
     off = [name for name in FEATURES if not config.enabled(name)]
     mode = config.section("boost")["mode"]
@@ -532,14 +539,14 @@ def explain(config, run=None, workers=None):
     return lines + _feature_lines(plan, workers)
 
 
-def summary(config, run=None):
+def summary(config, run=None, plan=None):
     """One line of ``explain``: the level, the features on, and for gradient freezing its schedule and when it can
     start (in the run, with ``run``); the line ``Model.train`` logs at INFO.
 
     Args and Raises: as ``explain`` (without ``workers``).
     """
     config = BoostConfig.coerce(config, arg="config")
-    plan = _Plan(config, run)
+    plan = _Plan(config, run, _checked_plan("summary", plan))
     on = [name for name in FEATURES if config.enabled(name)]
     if plan.accumulation > 1:
         on[on.index("grad_accumulation")] += f" ({plan.accumulation} micro-steps)"
@@ -549,6 +556,14 @@ def summary(config, run=None):
     if config.enabled("grad_freeze"):
         line += "; " + _freezing_summary(plan)
     return line + "."
+
+
+def _checked_plan(who, plan):
+    """``plan``, a FreezePlan or None (raises TypeError naming ``who`` otherwise)."""
+    if plan is not None and not isinstance(plan, FreezePlan):
+        raise TypeError(f"For '{who}', 'plan' must be a FreezePlan (a train cell's freeze_plan) or None, but got "
+                        f"{type(plan).__name__}.")
+    return plan
 
 
 def _freezing_summary(plan):

@@ -183,11 +183,12 @@ class Model(ModelBuildHooks):
             return
         steps = _steps_per_epoch(dataset, dataset_sink_mode, sink_size)
         run = Run(epoch, steps) if complies("epochs", epoch) and complies("steps_per_epoch", steps) else None
-        _LOG.info("%s", summary(config, run))
+        plan = getattr(self.train_network, "freeze_plan", None)  # the one plan the cell follows, fitted to this run
+        _LOG.info("%s", summary(config, run, plan))
         if _LOG.isEnabledFor(logging.DEBUG):
             info = parallel_info()
             _LOG.debug("What the boost config does in this run:\n%s",
-                       "\n".join(explain(config, run, info.size if info.distributed else 1)))
+                       "\n".join(explain(config, run, info.size if info.distributed else 1, plan)))
 
     def _sink_mode_changes(self):
         """The ``grad_freeze`` changes sink mode on GPU/Ascend needs: the frozen levels' route (the frozen-prefix

@@ -23,7 +23,7 @@ from mindspore.train import Callback
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model
 from boost_cells.__main__ import main
 from boost_cells.explain import Run, explain, summary
-from boost_cells.freezing import auto_criterion, freeze_index_sequence
+from boost_cells.freezing import FreezePlan, auto_criterion, freeze_index_sequence
 from tests.launch import ROOT
 
 RUN = Run(epochs=12, steps_per_epoch=44)  # the digits workload of the benchmarks: 44 updates an epoch
@@ -231,6 +231,23 @@ def test_where_total_steps_comes_from():
            "stage. Drawn for 528 updates, it would start freezing at update 265." in differs
     continuous = text(freeze(freeze_type=0, param_groups=3, freeze_p=0.5), RUN)
     assert "total_steps is not used" in continuous and "  total_steps:" not in continuous
+
+
+def test_a_cells_plan_is_the_one_explained():
+    """Given a built cell's plan (Model.train passes its cell's freeze_plan), explain and summary read it instead of
+    making one from the config: a progressive plan drawn for 300 updates starts at its own update in the run's
+    epochs, where the config left total_steps out (made here, the plan would be the run's: 528 updates)."""
+    section = BoostConfig.coerce(freeze(freeze_type=2, param_groups=3, freeze_p=0.5)).section("grad_freeze")
+    cells_plan = FreezePlan.from_section({**section, "total_steps": 300})
+    made_here = FreezePlan.from_section(section).for_run(528)
+    assert cells_plan.first_frozen_update != made_here.first_frozen_update
+    config = freeze(freeze_type=2, param_groups=3, freeze_p=0.5)
+    assert f"can start at update {made_here.first_frozen_update} of 528" in summary(config, RUN)
+    assert f"can start at update {cells_plan.first_frozen_update} of 528" in summary(config, RUN, cells_plan)
+    assert f"when: freezing starts at update {cells_plan.first_frozen_update} of 528" in \
+        "\n".join(explain(config, RUN, plan=cells_plan))
+    with pytest.raises(TypeError, match="For 'summary', 'plan' must be a FreezePlan"):
+        summary(config, RUN, section)
 
 
 def test_keys_that_differ_from_the_levels_default():
