@@ -356,7 +356,8 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
               "accuracy": accuracy(model.predict_network, x_test, y_test), "train": total, "build": build,
               "outside_steps": total - float(np.sum(times.steps)), **breakdown(times, cache)}
     if cache is not None:
-        result.update(cache_hits=cache.hits, cache_misses=cache.misses, cache_aside=route.aside)
+        result.update(cache_hits=cache.hits, cache_misses=cache.misses, cache_received=cache.received,
+                      cache_aside=route.aside)
     if route is not None and route.ledger is not None:  # payback: what it measured (median step, compile by level)
         result["ledger"] = route.ledger.summary().round(4).tolist()
     reference = fill_reference(model, x_train[:len(cache.entries)] if cache is not None else x_train)
@@ -436,6 +437,7 @@ def summarise(results, base, boosted, workload, epochs, title, base_name=None):
     caches = [r[boosted] for r in results if "cache_hits" in r[boosted]]
     if caches:
         hits = " / ".join(f"{c['cache_hits']} hits, {c['cache_misses']} misses" +
+                          (f", {c['cache_received']} received from the other ranks" if c["cache_received"] else "") +
                           (f", stepped aside: {c['cache_aside']}" if c["cache_aside"] else "") for c in caches)
         lines.append(f"| frozen-prefix cache (per round) | - | {hits} | |")
     fills = [(r[boosted]["cache_fill"], r[boosted]["fill_pass"], r[boosted]["fill_pass_compile"],

@@ -107,7 +107,9 @@ class FrozenLevelRoute:
     itself (``drop_cache``) where it cannot pay, with one warning that says why; the route goes on with
     ``uncached[k]``. Its rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your
     own through the train cell's ``fit_to_run``); without it a cache switched on (true) keeps caching and says once
-    that it cannot judge, and one on "auto" does not start.
+    that it cannot judge, and one on "auto" does not start. Data-parallel, the ranks share the outputs their caches
+    compute over the epoch from the cache's first call at each level (``_exchange``, AllGather on the world group),
+    so each rank's cache holds every sample after that epoch, however the sampler deals the samples out.
 
     ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
     step (the freezing switch, with the levels it compiles without the host) then takes every step, and the
@@ -136,6 +138,7 @@ class FrozenLevelRoute:
                  info=None, payback=False, judge_cache=False):
         self.schedule = schedule
         self.all_reduce = ops.AllReduce() if info is not None and info.distributed else None
+        self.all_gather = ops.AllGather() if info is not None and info.distributed else None
         self.ranks = info.size if info is not None and info.distributed else 1
         self.uncached, self.cached = uncached, dict(cached or {})
         self.ledger, self.shares, self.accumulation = ledger, shares, int(accumulation)
@@ -148,6 +151,7 @@ class FrozenLevelRoute:
         self._calls = 0  # steps taken, from the run's start
         self._unjudged_warned = self._unpaid_warned = False
         self._allowed = None  # the levels last allowed (host tuple)
+        self._shared_level, self._share_until = 0, 0  # the level whose cache fill the ranks share, until this call
 
     @property
     def required(self):
@@ -209,12 +213,39 @@ class FrozenLevelRoute:
             return self.uncached[level](*inputs)[0]
         first = self._batch(cell, inputs)
         new_level, repeats, misses = level not in self.cache.row_bytes, self.cache.repeats, self.cache.misses
-        prefix_outputs = self.cache(first, level)
-        if self.ledger is not None:  # a step the cache served whole, or neither row's
-            self.ledger.count_as(self.ledger.cached_row(level) if self.cache.misses == misses else None)
+        exchange = self._exchange if self._sharing(level) else None
+        prefix_outputs = self.cache(first, level, exchange)
+        if self.ledger is not None:  # a step the cache served whole and alone, or neither row's
+            whole = self.cache.misses == misses and exchange is None
+            self.ledger.count_as(self.ledger.cached_row(level) if whole else None)
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         return outputs
+
+    def _sharing(self, level):
+        """Whether this call shares the outputs the cache computes with the other ranks: data-parallel, over the
+        epoch of calls from the first call the cache serves at each level (the same calls on every rank, as the level
+        and the cache's start are decided alike), after which every rank's cache holds every sample."""
+        if self.all_gather is None or self.steps_per_epoch is None:
+            return False
+        if level != self._shared_level:
+            self._shared_level, self._share_until = level, self._calls + self.steps_per_epoch - 1
+        return self._calls <= self._share_until
+
+    def _exchange(self, digests, rows):
+        """Every rank's ``digests`` (uint8 (m_r, 16)) and ``rows`` (m_r, ...), concatenated in rank order: the
+        counts are gathered first, then both arrays, padded to the largest count (the world group's AllGather)."""
+        counts = self.all_gather(Tensor(np.array([len(rows)], np.int32))).asnumpy()
+        most = int(counts.max())
+        if most == 0:
+            return digests, rows
+        pad = most - len(rows)
+        words = np.pad(digests, ((0, pad), (0, 0))).view(np.int32)
+        rows = np.concatenate([rows, np.zeros((pad, *rows.shape[1:]), rows.dtype)])
+        keep = np.concatenate([np.arange(rank * most, rank * most + count) for rank, count in enumerate(counts)])
+        gathered_words = self.all_gather(Tensor(words)).asnumpy()
+        gathered_rows = self.all_gather(Tensor(rows)).asnumpy()
+        return np.ascontiguousarray(gathered_words[keep]).view(np.uint8), gathered_rows[keep]
 
     @staticmethod
     def _batch(cell, inputs):

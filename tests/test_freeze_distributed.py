@@ -1,6 +1,7 @@
 """Gradient freezing in a real 2-worker msrun job (loopback, CPU collectives): replicas stay bit-identical, the
 plain data-parallel run equals NumPy on the global batch, AdaSum and a planted overflow compose with freezing, and
-the frozen-prefix cache (each rank caching its own rows) trains as freezing without it."""
+the frozen-prefix cache (each rank caching its own rows, or every rank's where the ranks share its fill) trains as
+freezing without it."""
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.slow  # every test reads the results of a 2-worker msru
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
 SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_payback", "freeze_cache_auto",
-             "freeze_cached", "freeze_uncached", "freeze_scale"]
+             "freeze_cached", "freeze_uncached", "freeze_dealt_cached", "freeze_dealt_uncached", "freeze_scale"]
 GROUP_STARTS = (0, 4, 8)
 
 
@@ -108,8 +109,25 @@ def test_frozen_prefix_cache_in_data_parallel_training(results):
         cached, uncached = results[("freeze_cached", rank)], results[("freeze_uncached", rank)]
         assert cached["indices"].tolist() == uncached["indices"].tolist() and max(cached["indices"]) == 2
         assert int(cached["hits"]) > 0 and int(uncached["hits"]) == -1
+        assert int(cached["received"]) == 0  # without the steps per epoch the ranks do not share
         for key in cached:
-            if key not in ("hits",):
+            if key not in ("hits", "received"):
+                np.testing.assert_array_equal(cached[key], uncached[key], err_msg=key)
+
+
+def test_ranks_share_the_frozen_prefix_cache_fill(results):
+    """Samples dealt out anew every epoch (rank r takes rank (r + epoch) % 2's rows): the level-1 prefix first runs
+    in epoch 1 on the other rank's rows, so alone a rank would meet its epoch-2 rows uncached. The ranks share what
+    their caches compute over the epoch from each level's first cached call, so epoch 2's first batch (level 1) and
+    epoch 3's second (level 2, extended and shared in epochs 2 and 3) are served whole: 2 batches of ROWS hits. The
+    shared outputs equal what the rank would have computed, so the run equals the uncached one bit for bit."""
+    for rank in range(2):
+        cached, uncached = results[("freeze_dealt_cached", rank)], results[("freeze_dealt_uncached", rank)]
+        assert cached["indices"].tolist() == [0, 0, 1, 1, 1, 2, 2, 2]
+        assert int(cached["hits"]) == 2 * ROWS
+        assert int(cached["received"]) > 0
+        for key in cached:
+            if key not in ("hits", "received"):
                 np.testing.assert_array_equal(cached[key], uncached[key], err_msg=key)
 
 

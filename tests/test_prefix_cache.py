@@ -14,6 +14,7 @@ from mindspore import Tensor, nn
 import boost_cells.model
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model, build_train_network
 from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
+from boost_cells.freezing.prefix_cache import fingerprints
 from tests.helpers import DataWrapperStandIn, freeze_config, weights_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,6 +191,35 @@ def test_growing_prefix_extends_through_new_stages_only(graph_mode):
     runs.clear()
     cache(x[:4], 2)  # rows 0-3 are still at level 1: segment 1 only
     assert runs == [((1, 2), 4)]
+
+
+def test_exchange_stores_what_other_ranks_computed(graph_mode):
+    """A call's ``exchange`` (a stand-in for the route's AllGather: what a second rank computed is appended to this
+    rank's) receives the digests and outputs of the rows this call computed only; afterwards the other rank's samples
+    are served without running the prefix, equal to what running it gives, and a sample already cached at the level
+    is not replaced."""
+    net, cache, runs = small_cache()
+    x, _ = data()
+    cache(x[:4], 1)
+    other = fresh(net, x[8:12], 1)
+    other_digests = np.stack([np.frombuffer(digest, np.uint8) for _, digest in fingerprints(x[8:12])])
+    sent = []
+
+    def exchange(digests, rows):
+        sent.append((digests.copy(), rows.copy()))
+        clash = np.zeros_like(rows[:1])  # a second answer for a sample this rank cached at call 1
+        first_digest = np.frombuffer(fingerprints(x[:1])[0][1], np.uint8)[None]
+        return np.concatenate([digests, other_digests, first_digest]), np.concatenate([rows, other, clash])
+
+    served = cache(x[2:6], 1, exchange)  # rows 2-3 cached, 4-5 computed
+    assert [len(digests) for digests, _ in sent] == [2]
+    np.testing.assert_array_equal(sent[0][1], served[2:])
+    assert sent[0][0].tolist() == [list(np.frombuffer(d, np.uint8)) for _, d in fingerprints(x[4:6])]
+    assert cache.received == 4
+    runs.clear()
+    np.testing.assert_array_equal(cache(x[8:12], 1), other)
+    np.testing.assert_array_equal(cache(x[:1], 1), fresh(net, x[:1], 1))
+    assert runs == [] and cache.hits == 2 + 4 + 1
 
 
 def test_full_cache_computes_and_warns_once(graph_mode):

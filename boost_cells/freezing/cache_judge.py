@@ -13,18 +13,19 @@ figures; the route drops the cache with it (``FrozenLevelRoute.drop_cache``). Th
 - Its payback ("auto"; ``weigh``, at the route's weighings, from the ledger's ``Costs``): at a newly frozen level the
   steps run on the batch until the ledger knows that level's step; the cache then starts filling only where
   ``payback.cache_pays`` (the steps left after its fill, times the saving expected, repay its two compiles; the fill
-  takes an epoch, and data-parallel as many epochs as ranks, as a sampler that deals the samples out anew every epoch
-  brings a rank each sample about once in that many). Once it served a few steps whole (every sample a hit), the A/B:
+  takes an epoch, data-parallel too, as the ranks share what they compute over that epoch: the route's exchange).
+  Once it served a few steps whole (every sample a hit, nothing exchanged), the A/B:
   it stays only where those steps measure faster than the level's steps on the batch (at a level the cache reached
   directly, that step as ``expected_saving`` gives it). One way only: a step on the batch after caching would run the
   frozen prefix in training mode and change its BatchNorm statistics, which drops what was cached.
-- The data cannot fit ``cache_max_mb`` (``after_step``): at a level's first outputs, an epoch's samples times the bytes
-  of one sample's output exceed the cache's memory, so the cache would fill and then compute most samples anyway.
+- The data cannot fit ``cache_max_mb`` (``after_step``): at a level's first outputs, an epoch's samples (over all
+  ranks: each rank's cache holds what every rank computed) times the bytes of one sample's output exceed the cache's
+  memory, so the cache would fill and then compute most samples anyway.
 - Samples do not repeat (augmentation; ``after_step``): an epoch after its first cached step, over an eighth of an
   epoch (``RepeatWindow``), fewer than ``REPEAT_SHARE`` of the share of looked-up samples it had seen before that
   samples repeating every epoch would give (``FrozenPrefixCache.repeats``). Data-parallel, the ranks' counts are
-  summed (the route's ``reduce``), so every rank decides alike, and the bar is divided by the rank count: a sampler
-  that deals the samples out anew every epoch brings a rank each sample about once in that many epochs.
+  summed (the route's ``reduce``), so every rank decides alike; as the ranks shared their outputs over the epoch
+  before, the bar is the same as stand-alone.
 """
 from .payback import cache_pays, cache_saving, expected_saving, largest_compile
 from .prefix_cache import fingerprints
@@ -108,7 +109,7 @@ class CacheJudge:
                         "the key to true to cache regardless.")
             if self.repeats is None:  # the probe has not seen an epoch yet
                 return None
-            fill = steps_per_epoch * self.ranks  # a rank dealt new samples every epoch meets each once in ranks epochs
+            fill = steps_per_epoch  # data-parallel too: the ranks share what they fill
             if not cache_pays(costs, level, steps_left, fill):
                 return (f"The frozen-prefix cache ({_AUTO}) does not start, as it would not pay in this run: at frozen "
                         f"level {level} a step takes {costs.step[level] * 1e3:.1f} ms, of which the cache would save "
@@ -133,7 +134,7 @@ class CacheJudge:
         """The memory and repeat rules after cached call ``call`` (from 0, the run's start) at ``level``: ``rows``
         samples, ``new_level`` (the level's first outputs), ``repeated`` of them seen before; ``reduce`` sums a
         float32 array over the ranks (the identity stand-alone)."""
-        samples = steps_per_epoch * rows
+        samples = steps_per_epoch * rows * self.ranks
         needed = samples * self.cache.row_bytes.get(level, 0)
         if new_level and needed > self.cache.max_bytes:
             return (f"The frozen-prefix cache steps aside: an epoch's {samples} samples need about "
@@ -145,8 +146,9 @@ class CacheJudge:
         counts = self.window.counts(call, rows, repeated)
         if counts is None:
             return None
-        # summed over the ranks, so every rank decides alike (a dropped cache runs the prefix in training mode)
-        share, expected = self.window.shares(reduce(counts), self.ranks)
+        # summed over the ranks, so every rank decides alike (a dropped cache runs the prefix in training mode); the
+        # ranks shared their outputs, so each rank's cache saw every rank's samples
+        share, expected = self.window.shares(reduce(counts), 1)
         if share >= self.REPEAT_SHARE * expected:
             return None
         return (f"The frozen-prefix cache steps aside: after an epoch of caching, only {share:.0%} of the samples it "

@@ -15,7 +15,10 @@ serves a batch's prefix outputs and is never stale:
   copy taken when their outputs were first cached (``PrefixSnapshot``: one compiled graph and one read of a flag
   per segment, whatever the prefix's size): after a checkpoint load, a training-mode forward pass or any other
   write, the cache is dropped (with a warning) and refilled;
-- when more stages freeze, cached entries are extended through the newly frozen stages only.
+- when more stages freeze, cached entries are extended through the newly frozen stages only;
+- data-parallel, the ranks can share what they compute (a call's ``exchange``): each rank stores the outputs the
+  others computed too, so where a sampler deals the samples out anew every epoch a rank's cache holds every sample
+  after one epoch, where alone it would meet each about once in as many epochs as there are ranks.
 
 The prefix runs in inference mode: its BatchNorms normalise with their moving statistics, which no longer change.
 A training-mode BatchNorm's output depends on the rest of the batch, so it could not be cached; this is the one way
@@ -188,6 +191,7 @@ class FrozenPrefixCache:
     Attributes:
         seconds (float): wall time spent running segments (filling and extending), in seconds.
         hits, misses (int): samples served from the cache and computed.
+        received (int): outputs other ranks computed and this cache stored (``exchange``).
         repeats (int): looked-up samples the cache had seen before, at any level (a hit, or an entry extended through
             newly frozen stages): how often samples repeat, what decides whether the cache pays.
         row_bytes (dict): ``{level: bytes of one sample's output}``, once a level's outputs were computed.
@@ -200,7 +204,7 @@ class FrozenPrefixCache:
         self.entries = {}  # sample fingerprint -> (level, output row)
         self.bytes = 0
         self.watched = 0  # the leading segments whose copy was taken (and which their entries' outputs came from)
-        self.seconds, self.hits, self.misses, self.repeats = 0.0, 0, 0, 0
+        self.seconds, self.hits, self.misses, self.repeats, self.received = 0.0, 0, 0, 0, 0
         self.row_bytes = {}
         self.spans = {}  # (first segment, last segment + 1) -> Stages over them
         self.full_warned = False
@@ -232,6 +236,7 @@ class FrozenPrefixCache:
         return segment(Tensor(rows)).asnumpy()
 
     def _store(self, key, level, row):
+        """Cache ``row`` for ``key`` at ``level``; False where the cache is full."""
         if key in self.entries:
             self.bytes -= self.entries[key][1].nbytes
         elif self.bytes + row.nbytes > self.max_bytes:
@@ -241,9 +246,10 @@ class FrozenPrefixCache:
                               "every time (with augmentation no sample repeats: switch the cache off).",
                               RuntimeWarning, stacklevel=5)
                 self.full_warned = True
-            return
+            return False
         self.entries[key] = (level, row)
         self.bytes += row.nbytes
+        return True
 
     def _span(self, first, last):
         """The segments ``first`` to ``last - 1`` as one ``Stages`` (one compiled graph: a prefix that freezes
@@ -258,9 +264,13 @@ class FrozenPrefixCache:
         self.entries.clear()
         self.bytes = 0
 
-    def __call__(self, inputs, level):
+    def __call__(self, inputs, level, exchange=None):
         """The level-``level`` prefix's outputs for ``inputs`` (numpy, (n, ...), one sample per row), as a numpy
-        array (n, ...) in the prefix's output dtype."""
+        array (n, ...) in the prefix's output dtype.
+
+        ``exchange``: None, or a collective every rank calls at the same call, which trades the outputs this call
+        computed (``digests``, uint8 (m, 16), the samples' XXH3-128 digests, and ``rows`` (m, ...)) for every rank's
+        (the same pair, concatenated over the ranks); what this cache lacks at ``level`` is stored."""
         self._check_prefix(level)
         keys = fingerprints(inputs)
         found = [self.entries.get(key) for key in keys]
@@ -281,4 +291,23 @@ class FrozenPrefixCache:
                 self.row_bytes.setdefault(level, row.nbytes)
                 self._store(keys[i], level, outputs[i])
         self.seconds += time.perf_counter() - began
-        return np.stack(outputs)
+        outputs = np.stack(outputs)
+        if exchange is not None:
+            computed = sorted(i for rows in by_start.values() for i in rows)
+            self._absorb(keys[0][0], level, *exchange(self._digests([keys[i] for i in computed]), outputs[computed]))
+        return outputs
+
+    @staticmethod
+    def _digests(keys):
+        """The digests of ``keys`` (``fingerprints``' keys) as uint8 (len(keys), 16)."""
+        return np.frombuffer(b"".join(digest for _, digest in keys), np.uint8).reshape(len(keys), 16)
+
+    def _absorb(self, kind, level, digests, rows):
+        """Store level-``level`` ``rows`` (other ranks' outputs, for samples of ``kind`` with ``digests``) where this
+        cache has nothing at ``level`` for them yet."""
+        for digest, row in zip(digests, rows):
+            key = (kind, digest.tobytes())
+            entry = self.entries.get(key)
+            if entry is None or entry[0] < level:
+                self.row_bytes.setdefault(level, row.nbytes)
+                self.received += self._store(key, level, row.copy())

@@ -89,22 +89,27 @@ def staged_mlp():
                               nn.SequentialCell([nn.Dense(8, 8), nn.Tanh()]), nn.Dense(8, 3)])
 
 
-def cached_run(rank, size, cache):
+def cached_run(rank, size, cache, dealt=False):
     """Progressive freezing at stage boundaries (indices 0, 0, 1, 1, 1, 2, 2, 2) over 2 global batches seen 4 times
-    each, with or without the frozen-prefix cache; both runs use the cache's FreezeOpt (groups at stages)."""
+    each, with or without the frozen-prefix cache; both runs use the cache's FreezeOpt (groups at stages). ``dealt``:
+    the run gives its 2 steps an epoch (``fit_to_run``) and, as a sampler that deals the samples out anew every epoch
+    would, rank r takes rank (r + epoch) % size's rows of each batch."""
     net = staged_mlp()
     config = freeze_config(freeze_type=2, freeze_p=0.2, total_steps=8)
     config["grad_freeze"]["cache_frozen_prefix"] = cache
     freezing = GradientFreeze(**{**BoostConfig.from_dict(config).section("grad_freeze"), "cache_frozen_prefix": True})
     opt = freezing.freeze_generate(net, nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9))[1]
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
+    if dealt:
+        cell.fit_to_run(steps_per_epoch=2)
     indices = []
     for step in range(8):
         indices.append(cell.train_step.current_index())
-        cell(*shard(step % 2, rank, size))
-    hits = cell.prefix_cache.hits if cell.prefix_cache is not None else -1
+        cell(*shard(step % 2, (rank + step // 2) % size if dealt else rank, size))
+    cache = cell.prefix_cache
+    counts = (cache.hits, cache.received) if cache is not None else (-1, -1)
     return {**{p.name: p.asnumpy() for p in net.trainable_params()}, "indices": np.array(indices),
-            "hits": np.array(hits)}
+            "hits": np.array(counts[0]), "received": np.array(counts[1])}
 
 
 def scenario_freeze_payback(rank, size):
@@ -156,7 +161,9 @@ SCENARIOS = {"freeze_scale": scenario_freeze_scale, "freeze": scenario_freeze, "
              "freeze_payback": scenario_freeze_payback, "freeze_cache_auto": scenario_freeze_cache_auto,
              "freeze_adasum": scenario_freeze_adasum,
              "freeze_overflow": scenario_freeze_overflow, "freeze_cached": lambda r, s: cached_run(r, s, True),
-             "freeze_uncached": lambda r, s: cached_run(r, s, False)}
+             "freeze_uncached": lambda r, s: cached_run(r, s, False),
+             "freeze_dealt_cached": lambda r, s: cached_run(r, s, True, dealt=True),
+             "freeze_dealt_uncached": lambda r, s: cached_run(r, s, False, dealt=True)}
 
 
 def main():
