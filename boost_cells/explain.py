@@ -285,7 +285,14 @@ def _cache_lines(plan):
             "the cache out there, with a warning; freezing stays)."]
 
 
-def _freezing_lines(plan):
+def _may_cache(plan):
+    """Whether the frozen-prefix cache can serve steps under this config: asked for, under a schedule that freezes
+    groups for good (the automatic one for "auto")."""
+    asked, freeze = plan.section["cache_frozen_prefix"], plan.freeze
+    return bool(asked) and freeze.freezes_for_good and (asked is True or freeze.kind == "auto")
+
+
+def _freezing_lines(plan, workers):
     freeze = plan.freeze
     head, *when = _schedule_lines(plan)
     lines = [head]
@@ -296,7 +303,13 @@ def _freezing_lines(plan):
     lines += when
     if plan.run is not None and plan.length != plan.updates and freeze.depends_on_run:
         lines.append(f"  in this run of {_plural(plan.updates, 'update')}: {run_differs(freeze, plan.updates)}")
-    return lines + _cache_lines(plan)
+    cache = _cache_lines(plan)
+    if workers is not None and workers > 1 and _may_cache(plan):
+        cache.append(f"  data-parallel ({workers} workers): over the epoch from the cache's first step at each frozen "
+                     "level, the ranks share the outputs their caches compute (AllGathers on each step of it), so each rank's "
+                     "cache holds every rank's samples after that epoch, in at most cache_max_mb of host memory "
+                     "each.")
+    return lines + cache
 
 
 def _first_frozen(freeze):
@@ -458,7 +471,7 @@ def _loss_scale_lines(config):
 
 def _feature_lines(plan, workers):
     config = plan.config
-    makers = {"grad_freeze": lambda: _freezing_lines(plan), "grad_accumulation": lambda: _accumulation_lines(plan),
+    makers = {"grad_freeze": lambda: _freezing_lines(plan, workers), "grad_accumulation": lambda: _accumulation_lines(plan),
               "adasum": lambda: _adasum_lines(plan, workers), "less_bn": lambda: _less_bn_lines(config),
               "dim_reduce": lambda: _dim_reduce_lines(config),
               "loss_scale_group": lambda: ["loss_scale_group: a dynamic loss scale per layer group: the loss-scale "
@@ -575,10 +588,8 @@ def _freezing_summary(plan):
     if plan.run is not None and first > plan.updates:
         return what + f" never starts in this run of {_plural(plan.updates, 'update')} (it would at update {first})"
     where = plan.at(first) + ("" if plan.run is not None else f" of total_steps {plan.length}")
-    asked = plan.section["cache_frozen_prefix"]
     cache = ""
-    if asked is True and freeze.freezes_for_good:
-        cache = ", frozen-prefix cache on"
-    elif asked == "auto" and freeze.kind == "auto" and freeze.freezes_for_good:
-        cache = ", frozen-prefix cache where it pays"
+    if _may_cache(plan):
+        cache = ", frozen-prefix cache on" if plan.section["cache_frozen_prefix"] is True else \
+            ", frozen-prefix cache where it pays"
     return what + f" can start at {where}{cache}"

@@ -282,6 +282,17 @@ def test_frozen_prefix_cache_applies_only_to_schedules_that_freeze_for_good():
     assert "cache" not in summary(freeze(param_groups=3, freeze_type=1, cache_frozen_prefix=True))
 
 
+def test_data_parallel_says_the_ranks_share_the_cache():
+    """With workers > 1 and a cache that can serve, the summary says the ranks share its fill; not stand-alone,
+    and not where nothing is cached (a schedule that never freezes for good, the cache off)."""
+    shared = "the ranks share the outputs their caches compute"
+    assert shared in text("configs/O2.json", RUN, workers=2)
+    assert shared in text(freeze(param_groups=3, freeze_type=2, freeze_p=0.5, cache_frozen_prefix=True), workers=4)
+    assert shared not in text("configs/O2.json", RUN, workers=1)
+    assert shared not in text(freeze(param_groups=3, freeze_type=1, cache_frozen_prefix=True), workers=2)
+    assert shared not in text(freeze(param_groups=3, freeze_type="auto", cache_frozen_prefix=False), workers=2)
+
+
 @pytest.mark.parametrize("grad_freeze", [
     {"freeze_type": 2, "freeze_p": 0.5}, {"freeze_type": "auto"}, {"freeze_type": 1},
     {"freeze_type": 0, "freeze_p": 0.5}, {"freeze_type": 0, "freeze_p": 0},
