@@ -306,9 +306,9 @@ def _freezing_lines(plan, workers):
     cache = _cache_lines(plan)
     if workers is not None and workers > 1 and _may_cache(plan):
         cache.append(f"  data-parallel ({workers} workers): over the epoch from the cache's first step at each frozen "
-                     "level, the ranks share the outputs their caches compute (AllGathers on each step of it), so each rank's "
-                     "cache holds every rank's samples after that epoch, in at most cache_max_mb of host memory "
-                     "each.")
+                     "level, the ranks share the outputs their caches compute (AllGathers on each step of it), so "
+                     "each rank's cache holds every rank's samples after that epoch, in at most cache_max_mb of host "
+                     "memory each.")
     return lines + cache
 
 
