@@ -2,7 +2,9 @@
 26): it keeps caching where samples repeat, drops itself with one warning that names the key where they do not
 (augmentation) or where an epoch's samples cannot fit ``grad_freeze.cache_max_mb``, and says once that it cannot judge
 without the run's steps per epoch. Once dropped, the frozen prefix runs inside the compiled step, and the run trains
-exactly as freezing without the cache. The repeat window's arithmetic is checked against its rule."""
+exactly as freezing without the cache. The repeat window's arithmetic is checked against its rule, and the
+data-parallel exchange of the cache's outputs against a 2-rank AllGather stand-in (the real one runs in
+tests/test_freeze_distributed.py)."""
 import warnings
 
 import numpy as np
@@ -11,6 +13,7 @@ from mindspore import Tensor, nn
 
 from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt
 from boost_cells.freezing.cache_judge import RepeatWindow
+from boost_cells.host_hooks import FrozenLevelRoute
 from tests.helpers import shuffled_epochs
 
 ROWS, STEPS = 8, 4  # a batch's rows, an epoch's steps
@@ -98,3 +101,37 @@ def test_the_repeat_window_opens_an_epoch_after_the_first_cached_step():
     assert (late.start, late.expected) == (128, 1.0)
     assert [window.counts(call, 8, 3) for call in range(200, 206)] == [None] * 5 + [(40, 15)]
     assert window.counts(206, 8, 8) is None
+
+
+class TwoRankGather:
+    """A stand-in for the world group's AllGather on 2 ranks, seen from rank 0: each call returns this rank's array
+    followed by what rank 1 sends, padded as rank 1's route pads it (rank 1 sends ``digests`` and ``rows``)."""
+
+    def __init__(self, digests, rows):
+        self.digests, self.rows, self.calls = digests, rows, 0
+
+    def __call__(self, tensor):
+        mine = tensor.asnumpy()
+        self.calls += 1
+        if self.calls == 1:
+            theirs = np.array([len(self.rows)], np.int32)
+        else:
+            pad = len(mine) - len(self.rows)
+            theirs = (np.pad(self.digests, ((0, pad), (0, 0))).view(np.int32) if self.calls == 2 else
+                      np.concatenate([self.rows, np.zeros((pad, *self.rows.shape[1:]), self.rows.dtype)]))
+        return Tensor(np.concatenate([mine, theirs]))
+
+
+@pytest.mark.parametrize("mine, theirs", [(1, 3), (3, 1), (0, 2), (2, 2)])
+def test_exchange_concatenates_every_ranks_rows_in_rank_order_whatever_their_counts(mine, theirs):
+    """The route's exchange gathers the counts first and pads both arrays to the largest, so ranks that computed
+    different numbers of rows (a sample one rank had cached) still trade exactly their own rows, in rank order."""
+    rng = np.random.RandomState(mine * 10 + theirs)
+    digests = [rng.randint(0, 256, (count, 16)).astype(np.uint8) for count in (mine, theirs)]
+    rows = [rng.randn(count, 2, 3).astype(np.float32) for count in (mine, theirs)]
+    route = FrozenLevelRoute.__new__(FrozenLevelRoute)
+    route.all_gather = TwoRankGather(digests[1], rows[1])
+    got_digests, got_rows = route._exchange(digests[0], rows[0])  # pylint: disable=protected-access
+    np.testing.assert_array_equal(got_digests, np.concatenate(digests))
+    np.testing.assert_array_equal(got_rows, np.concatenate(rows))
+    assert got_digests.dtype == np.uint8 and route.all_gather.calls == 3
