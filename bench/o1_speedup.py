@@ -3,7 +3,7 @@
 where the time goes, interleaved in one run.
 
     python bench/o1_speedup.py [--workload launch|compute|augment|finetune|heavy|both|all] [--rounds 2] [--epochs 12]
-                               [--arms O1,O1-bare] [--skip-distributed | --skip-standalone] [--quick]
+                               [--first-seed 0] [--arms O1,O1-bare] [--skip-distributed | --skip-standalone] [--quick]
 
 What is measured: the config path only, nothing wired by hand. Every arm is
 
@@ -367,15 +367,15 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
     return result
 
 
-def compare(arms, workload, rounds, epochs, rank=0, rank_count=1):
-    """Interleaved rounds of ``arms`` (the base first; round r: seed r; the order reverses every other round);
-    returns the per-round results ``[{arm: measures}]``."""
+def compare(arms, workload, rounds, epochs, rank=0, rank_count=1, first_seed=0):
+    """Interleaved rounds of ``arms`` (the base first; round r: seed ``first_seed + r``; the order reverses every
+    other round); returns the per-round results ``[{arm: measures}]``."""
     data = workload_data(workload)
     results = []
     for round_index in range(rounds):
         outcome = {}
         for arm in arms if round_index % 2 == 0 else arms[::-1]:
-            outcome[arm] = train_arm(arm, workload, round_index, epochs, data, rank, rank_count)
+            outcome[arm] = train_arm(arm, workload, first_seed + round_index, epochs, data, rank, rank_count)
             if rank == 0:
                 print(f"round {round_index} {workload} {arm}: {json.dumps(outcome[arm])}", flush=True)
         results.append(outcome)
@@ -471,7 +471,7 @@ def worker(args):
     boosted = ["O2", *(arm for arm in args.arms if arm.startswith("O2")), *(["O1"] if args.dp_o1 else [])]
     for workload in workloads_of(args):
         epochs = epochs_of(args, workload)
-        results = compare(["O0", *boosted], workload, args.rounds, epochs, rank, rank_count)
+        results = compare(["O0", *boosted], workload, args.rounds, epochs, rank, rank_count, args.first_seed)
         if rank == 0:
             for arm in boosted:
                 what = "configs/O2.json, device_number 1" if arm == "O2" else "boost_level O2, no file" \
@@ -494,6 +494,8 @@ def main():
                         "machine)")
     parser.add_argument("--quick", action="store_true", help="1 round of 6 epochs (a smoke run, noisy numbers)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default: 2)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first round's seed; round r uses this plus r (default: 0), so a later run adds seeds")
     parser.add_argument("--epochs", type=int, default=None,
                         help="epochs per arm and round (default: 12; 8 for finetune)")
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
@@ -533,7 +535,7 @@ def main():
         boosted = ["O1", *(arm for arm in args.arms if arm.startswith("O1"))]
         for workload in workloads_of(args):
             epochs = epochs_of(args, workload)
-            results = compare(["O0", *boosted], workload, args.rounds, epochs)
+            results = compare(["O0", *boosted], workload, args.rounds, epochs, first_seed=args.first_seed)
             for arm in boosted:
                 what = "configs/O1.json" if arm == "O1" else "boost_level O1, no file" if arm == "O1-bare" else \
                     f"configs/O1.json with {variant(arm)}"
@@ -542,7 +544,8 @@ def main():
             print("json " + json.dumps(results), flush=True)
     if args.skip_distributed:
         return 0
-    worker_args = [f"--rounds={args.rounds}", f"--workload={args.workload}", f"--arms={','.join(args.arms)}"]
+    worker_args = [f"--rounds={args.rounds}", f"--workload={args.workload}", f"--arms={','.join(args.arms)}",
+                   f"--first-seed={args.first_seed}"]
     if args.heavy_size is not None:
         worker_args.append(f"--heavy-size={args.heavy_size}")
     if args.dp_o1:
