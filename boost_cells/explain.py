@@ -471,7 +471,8 @@ def _loss_scale_lines(config):
 
 def _feature_lines(plan, workers):
     config = plan.config
-    makers = {"grad_freeze": lambda: _freezing_lines(plan, workers), "grad_accumulation": lambda: _accumulation_lines(plan),
+    makers = {"grad_freeze": lambda: _freezing_lines(plan, workers),
+              "grad_accumulation": lambda: _accumulation_lines(plan),
               "adasum": lambda: _adasum_lines(plan, workers), "less_bn": lambda: _less_bn_lines(config),
               "dim_reduce": lambda: _dim_reduce_lines(config),
               "loss_scale_group": lambda: ["loss_scale_group: a dynamic loss scale per layer group: the loss-scale "
