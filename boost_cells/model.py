@@ -160,6 +160,7 @@ class Model(ModelBuildHooks):
         if dataset_sink_mode and device_target() in ("GPU", "Ascend"):
             sink = self._sink_mode_changes()
         steps = _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size)
+        run = Run(epoch, steps) if complies("epochs", epoch) and complies("steps_per_epoch", steps) else None
         if self._schedule_steps:
             fit = self._fit_schedule_to_run(epoch, steps)
         # The config as this run uses it, but with a total_steps that this call fits still left out: the summary
@@ -169,20 +170,18 @@ class Model(ModelBuildHooks):
             self.boost.config = self.boost.config.replace("grad_freeze", **sink, **fit)
         if model_optimizer(self) is not None and complies("steps_per_epoch", steps):
             self.train_network.fit_to_run(fit.get("total_steps"), steps_per_epoch=steps)
-        self._log_boost(logged, epoch, train_dataset, dataset_sink_mode, sink_size)
+        self._log_boost(logged, run)
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
 
-    def _log_boost(self, config, epoch, dataset, dataset_sink_mode, sink_size):
-        """Log what ``config`` does in the run of ``epoch`` epochs over ``dataset`` (see ``train``); in run numbers
-        unless ``epoch`` or the steps an epoch are not a count, which MindSpore's own checks then refuse."""
+    def _log_boost(self, config, run):
+        """Log what ``config`` does in ``run`` (a ``Run``, as ``train`` counted it once for the cell's fit too); in
+        run numbers unless ``run`` is None (an epoch count or dataset MindSpore's own checks then refuse)."""
         if not _LOG.isEnabledFor(logging.INFO):
             return
         if model_optimizer(self) is None and any(config.features.values()):
             _LOG.info("boost level %s not applied: the network trains as it is (the Model has no optimizer).",
                       config.level_name)
             return
-        steps = _steps_per_epoch(dataset, dataset_sink_mode, sink_size)
-        run = Run(epoch, steps) if complies("epochs", epoch) and complies("steps_per_epoch", steps) else None
         plan = getattr(self.train_network, "freeze_plan", None)  # the one plan the cell follows, fitted to this run
         _LOG.info("%s", summary(config, run, plan))
         if _LOG.isEnabledFor(logging.DEBUG):
@@ -226,7 +225,7 @@ class Model(ModelBuildHooks):
         fit, self._fit_schedule = self._fit_schedule, False
         if fit:
             return {"total_steps": updates}
-        plan = self.train_network.train_step.schedule.plan
+        plan = self.train_network.freeze_plan
         what = run_differs(plan, updates)
         if what is not None:
             run = f"{epoch} epochs of {steps} steps"
