@@ -109,7 +109,8 @@ class FrozenLevelRoute:
     own through the train cell's ``fit_to_run``); without it a cache switched on (true) keeps caching and says once
     that it cannot judge, and one on "auto" does not start. Data-parallel, the ranks share the outputs their caches
     compute over the epoch from the cache's first call at each level (``_exchange``, AllGather on the world group),
-    so each rank's cache holds every sample after that epoch, however the sampler deals the samples out.
+    so each rank's cache holds every sample after that epoch, however the sampler deals the samples out. The first
+    step checks that every rank was given the same steps per epoch, at which those collectives fall.
 
     ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
     step (the freezing switch, with the levels it compiles without the host) then takes every step, and the
@@ -196,6 +197,8 @@ class FrozenLevelRoute:
 
     def take_step(self, cell, inputs):
         """The step at the schedule's frozen level: on the cached prefix outputs while caching at a level above 0."""
+        if self._calls == 0 and self.caching and self.all_gather is not None:
+            self._check_ranks_agree(cell)
         self._calls += 1
         level = self.schedule.frozen_for_good()
         if self.caching and self.judge.probing and self.steps_per_epoch is not None:
@@ -221,6 +224,25 @@ class FrozenLevelRoute:
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         return outputs
+
+    def _check_ranks_agree(self, cell):
+        """Data-parallel, before the first step: every rank was given the same steps per epoch (one AllGather). The
+        cache's collectives (the probe's and the judge's counts, the shared fill) fall at calls counted in epochs, so
+        ranks given different ones would call them at different steps and wait on each other, or pair the wrong
+        arrays; every rank gathers the same numbers, so every rank raises alike.
+
+        Raises:
+            ValueError: the ranks' steps per epoch differ (or some were given them and some not).
+        """
+        given = -1 if self.steps_per_epoch is None else self.steps_per_epoch
+        ranks = self.all_gather(Tensor(np.array([given], np.int32))).asnumpy().tolist()
+        if len(set(ranks)) > 1:
+            got = ", ".join("not given" if steps < 0 else str(steps) for steps in ranks)
+            raise ValueError(f"For '{type(cell).__name__}', 'steps_per_epoch' (fit_to_run) must be the same on every "
+                             "rank with 'grad_freeze.cache_frozen_prefix' on data-parallel (the cache's collectives "
+                             f"fall at steps counted in epochs), but the ranks got {got}, in rank order. Give each "
+                             "rank the same number of batches an epoch (DistributedSampler does), or set the key to "
+                             "false.")
 
     def _sharing(self, level):
         """Whether this call shares the outputs the cache computes with the other ranks: data-parallel, over the

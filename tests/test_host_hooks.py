@@ -135,3 +135,34 @@ def test_exchange_concatenates_every_ranks_rows_in_rank_order_whatever_their_cou
     np.testing.assert_array_equal(got_digests, np.concatenate(digests))
     np.testing.assert_array_equal(got_rows, np.concatenate(rows))
     assert got_digests.dtype == np.uint8 and route.all_gather.calls == 3
+
+
+class OtherRankGives:
+    """A stand-in for the world group's AllGather on 2 ranks, seen from rank 0: rank 1 sends ``theirs``."""
+
+    def __init__(self, theirs):
+        self.theirs, self.calls = theirs, 0
+
+    def __call__(self, tensor):
+        self.calls += 1
+        return Tensor(np.concatenate([tensor.asnumpy(), np.array([self.theirs], np.int32)]))
+
+
+@pytest.mark.parametrize("mine, theirs, error", [(4, 4, None), (4, 3, "4, 3"), (None, 4, "not given, 4")])
+def test_the_ranks_must_be_given_the_same_steps_per_epoch_before_the_first_step(mine, theirs, error):
+    """Data-parallel, the cache's collectives fall at calls counted in epochs, so ranks given different steps per
+    epoch would wait on each other: the route gathers them before the first step and every rank refuses alike,
+    naming the argument and what each rank got (a 2-rank AllGather stand-in; the real one runs in
+    tests/test_freeze_distributed.py)."""
+    train_cell = cell()
+    route = train_cell.level_route
+    route.all_gather = OtherRankGives(theirs)
+    if mine is not None:
+        train_cell.fit_to_run(steps_per_epoch=mine)
+    x, y = np.ones((ROWS, 4), np.float32), np.zeros((ROWS, 3), np.float32)
+    if error is None:
+        train_cell(Tensor(x), Tensor(y))
+        assert route.all_gather.calls == 1
+    else:
+        with pytest.raises(ValueError, match=rf"'steps_per_epoch' \(fit_to_run\) must be the same .* got {error},"):
+            train_cell(Tensor(x), Tensor(y))
