@@ -218,15 +218,17 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         Args:
             total_steps (int): the run's optimizer updates: the freezing schedule follows its plan made for them
                 (``FreezePlan.for_run``: a plan from a config section; a schedule that does not depend on the run's
-                length, or a ``FreezeOpt`` given its own strategy, stays). Its tables are constants of the compiled
-                step. Default None: keep the plan.
+                length, or a ``FreezeOpt`` given its own strategy, stays), and so does the ``FreezeOpt``
+                (``optimizer.plan``). Its tables are constants of the compiled step. Default None: keep the plan.
             steps_per_epoch (int): calls of the cell per epoch, which the frozen-prefix cache needs to judge whether
                 it pays (``FrozenLevelRoute``). Default None: not given.
         """
         if total_steps is not None:
             check(type(self).__name__, "total_steps", total_steps)
             if self.freeze:
-                self.train_step.schedule.fit(self.freeze_plan.for_run(total_steps))
+                plan = self.freeze_plan.for_run(total_steps)
+                self.train_step.schedule.fit(plan)
+                self.optimizer.fit(plan)
             self._assumed_run = None
         if steps_per_epoch is not None:
             check(type(self).__name__, "steps_per_epoch", steps_per_epoch)

@@ -86,6 +86,9 @@ def test_left_out_total_steps_comes_from_the_run(recwarn):
     assert total_steps(model) == 8
     assert model.train_network is built
     assert model.train_network.freeze_plan.sequence == tuple(freeze_index_sequence(2, 2, 0.5, 8))
+    freeze_opt = model.train_network.optimizer  # the suffix optimizers hold the fitted plan, no copy of another run
+    assert freeze_opt.plan is model.train_network.freeze_plan
+    assert freeze_opt.train_strategy.asnumpy().tolist() == list(freeze_opt.plan.sequence)
     assert changes.changed == [True] * 4 + [False] * 4
     assert boost_warnings(recwarn) == []
 

@@ -90,8 +90,9 @@ class FreezeOpt(nn.Cell):
             strategy: a sequence drawn for the run, or the automatic schedule, which decides while training.
 
     Attributes:
-        plan (FreezePlan): the schedule the train cell follows (from ``plan``, or the given strategy's).
-        strategy (tuple of int): its sequence (() for the automatic schedule).
+        plan (FreezePlan): the schedule the train cell follows (from ``plan``, or the given strategy's; after the
+            cell's ``fit_to_run``, the plan fitted to the run).
+        strategy (tuple of int): its sequence (() for the automatic schedule); ``train_strategy`` as a Tensor.
 
     Raises:
         TypeError: ``opt`` is not an Optimizer, a group is not a list, or ``plan`` is not a FreezePlan.
@@ -124,16 +125,25 @@ class FreezeOpt(nn.Cell):
                                  f"parameters, but got {stray or 'an empty group'}.")
         if plan is None:
             plan = FreezePlan.from_sequence(self._strategy(train_strategy, len(groups)), len(groups), cyclic)
-        elif plan.groups != len(groups):
-            raise ValueError(f"For 'FreezeOpt', 'plan' must be made for the {len(groups)} train groups, but it has "
-                             f"{plan.groups}.")
-        self.plan = plan
-        self.strategy = plan.sequence
-        self.train_strategy = Tensor(plan.sequence, mstype.int32) if plan.sequence else None
         self.groups_num = len(groups)
+        self.fit(plan)
         self.optimizer = opt
         self.parameters = opt.parameters
         self.opts = tuple(_suffix_optimizer(opt, group) for group in groups)
+
+    def fit(self, plan):
+        """Hold ``plan`` as the schedule (the train cell's ``fit_to_run`` passes the plan it fitted its schedule to,
+        so ``plan``, ``strategy`` and ``train_strategy`` describe the run it trains, not the one first assumed).
+
+        Raises:
+            ValueError: ``plan`` is made for another number of train groups.
+        """
+        if plan.groups != self.groups_num:
+            raise ValueError(f"For 'FreezeOpt', 'plan' must be made for the {self.groups_num} train groups, but it "
+                             f"has {plan.groups}.")
+        self.plan = plan
+        self.strategy = plan.sequence
+        self.train_strategy = Tensor(plan.sequence, mstype.int32) if plan.sequence else None
 
     def segment_of(self):
         """``{id(parameter): segment}`` for every trained parameter: its segment is the last group that trains it
