@@ -161,8 +161,8 @@ class Model(ModelBuildHooks):
             sink = self._sink_mode_changes()
         steps = _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size)
         run = Run(epoch, steps) if complies("epochs", epoch) and complies("steps_per_epoch", steps) else None
-        if self._schedule_steps:
-            fit = self._fit_schedule_to_run(epoch, steps)
+        if self._schedule_steps and run is not None:
+            fit = self._fit_schedule_to_run(run)
         # The config as this run uses it, but with a total_steps that this call fits still left out: the summary
         # then says it comes from the run (and counts it as this call did).
         logged = self.boost.config.replace("grad_freeze", **sink) if sink else self.boost.config
@@ -213,14 +213,12 @@ class Model(ModelBuildHooks):
                          "false, or use dataset_sink_mode=False to keep them.")
         return dict.fromkeys(keys, False)
 
-    def _fit_schedule_to_run(self, epoch, steps):
-        """The ``grad_freeze`` change that sets a left-out ``total_steps`` from the run (once), or none, with a
-        warning when a given one differs (see ``train``). A bad ``epoch`` or an empty dataset is left to MindSpore's
-        own checks."""
-        if not isinstance(epoch, int) or epoch < 1 or not isinstance(steps, int) or steps < 1:
-            return {}
-        config = self.boost.config
-        accumulation = config.accumulation_steps
+    def _fit_schedule_to_run(self, run):
+        """The ``grad_freeze`` change that sets a left-out ``total_steps`` from ``run`` (a ``Run``; ``train`` has
+        none for a bad ``epoch`` or an empty dataset, which it leaves to MindSpore's own checks) once, or none, with a
+        warning when a given one differs (see ``train``)."""
+        epoch, steps = run.epochs, run.steps_per_epoch
+        accumulation = self.boost.config.accumulation_steps
         updates = run_updates(epoch, steps, accumulation)
         fit, self._fit_schedule = self._fit_schedule, False
         if fit:
