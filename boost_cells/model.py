@@ -226,11 +226,11 @@ class Model(ModelBuildHooks):
         plan = self.train_network.freeze_plan
         what = run_differs(plan, updates)
         if what is not None:
-            run = f"{epoch} epochs of {steps} steps"
+            counted = f"{epoch} epochs of {steps} steps"
             if accumulation > 1:
-                run += f", {accumulation} micro-steps per update"
+                counted += f", {accumulation} micro-steps per update"
             warn_user(f"For 'Model.train', the freezing schedule was made for 'grad_freeze.total_steps' = "
-                      f"{plan.total_steps} updates, but the run has {updates} ({run}). {what} Model.train sets a "
+                      f"{plan.total_steps} updates, but the run has {updates} ({counted}). {what} Model.train sets a "
                       f"left-out 'grad_freeze.total_steps' from its first run; or set it to {updates}.")
         return {}
 
