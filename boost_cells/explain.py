@@ -262,8 +262,9 @@ def _cache_lines(plan):
                 "  what it measures first: over the run's first epoch, whether samples repeat (augmentation: it "
                 "never fills); at a newly frozen level, the level's steps on the batch; it fills only "
                 "where (steps left - an epoch) x the saving expected (half what freezing the level saved: the "
-                "prefix's forward pass) repays two compiles at the run's largest. Then the steps it serves whole "
-                "against the steps on the batch: it stays only where they are faster. It needs the run's steps per "
+                "prefix's forward pass) repays two compiles at the run's largest, and where it does not, weighs "
+                "again at a deeper level the run may still freeze to. Then the steps it serves whole against the "
+                "steps on the batch: it stays only where they are faster. It needs the run's steps per "
                 "epoch (Model.train gives them; a loop of your own calls the train cell's fit_to_run). Where it does "
                 "not pay it steps aside with one warning giving the figures; as with true, it also steps aside where "
                 "an epoch's samples do not fit cache_max_mb."]

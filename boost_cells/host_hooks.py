@@ -102,8 +102,9 @@ class FrozenLevelRoute:
     all-reduce at the same calls on every rank), so every rank allows the same levels.
 
     The cache judges itself on the run at hand (the route's ``judge``, a ``boost_cells.freezing.cache_judge``
-    ``CacheJudge``: with ``judge_cache``, its payback, weighed at the same calls as the levels, then an A/B of its
-    steps against the steps on the batch; whether the data fits ``cache_max_mb``; whether samples repeat) and drops
+    ``CacheJudge``: with ``judge_cache``, its payback, weighed at the same calls as the levels (at a level where it
+    does not pay, again at a deeper level the schedule may still take), then an A/B of its steps against the steps
+    on the batch; whether the data fits ``cache_max_mb``; whether samples repeat) and drops
     itself (``drop_cache``) where it cannot pay, with one warning that says why; the route goes on with
     ``uncached[k]``. Its rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your
     own through the train cell's ``fit_to_run``); without it a cache switched on (true) keeps caching and says once
@@ -305,7 +306,8 @@ class FrozenLevelRoute:
         if self.payback:
             self._allow(costs, level, steps_left, updates)
         if judging:
-            why = self.judge.weigh(costs, level, steps_left, self.steps_per_epoch)
+            allowed = self._allowed if self._allowed is not None else self.schedule.allowed_levels()
+            why = self.judge.weigh(costs, level, steps_left, self.steps_per_epoch, deeper=max(allowed) > level)
             if why is not None:
                 self.drop_cache(why)
 

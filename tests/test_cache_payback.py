@@ -1,6 +1,7 @@
 """The frozen-prefix cache on "auto" (issue 37): it fills only where samples repeat (probed over the run's first epoch)
 and the run's steps left repay its compiles, and stays only where the steps it serves measure faster than the same
-level's steps on the batch; otherwise it steps aside with one warning that gives the measured figures. Every decision
+level's steps on the batch; otherwise it steps aside with one warning that gives the measured figures. Where the
+front freezes group by group, a cache that does not pay at the first level weighs again at the next. Every decision
 is driven by a clock the test sets, so no test depends on this machine's speed. The rule (``cache_pays``) against its
 arithmetic written out; "auto" applies only where the cache can (stages enough, the automatic schedule), silently off
 elsewhere; data-parallel, the ranks' ledgers average only the figures every rank knows."""
@@ -15,7 +16,7 @@ from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell
 from boost_cells.freezing import GradientFreeze, freeze_optimizer
 from boost_cells.freezing.groups import stage_starts
 from boost_cells.freezing.payback import FORWARD_SHARE, Costs, cache_pays, cache_saving, layer_shares
-from tests.helpers import auto_config, clocked_run, shuffled_epochs
+from tests.helpers import auto_config, clocked_run, data, shuffled_epochs
 
 STEPS, EPOCHS = 4, 12  # an epoch's steps (shuffled_epochs' default), the run's epochs
 SHARES = layer_shares([1, 1])
@@ -212,3 +213,50 @@ def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_
     assert resumed.level_route.judge.compared
     for got, want in zip(net.trainable_params(), whole_net.trainable_params()):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-6, atol=1e-7)
+
+
+def staged_mlp():
+    """tests/helpers.py's TanhMLP (its weights, its function) as 3 stages of two Dense layers, so that "auto" cuts
+    its 3 groups at the stages and the cell builds the cache; the automatic schedule of tests/test_payback.py (a
+    decision every 2 updates from update 3 on, a run of 200 updates) with payback. On data that repeats every
+    epoch of 12 batches the front segment settles first and the middle one much later, so the front freezes group
+    by group where payback allows both levels (level 1 after update 9, level 2 after update 35)."""
+    rng = np.random.RandomState(0)
+    dims = (4, 6, 6, 6, 6, 6, 3)
+    dense = [nn.Dense(a, b, weight_init=Tensor(rng.randn(b, a).astype(np.float32) * 0.5),
+                      bias_init=Tensor(rng.randn(b).astype(np.float32) * 0.1)) for a, b in zip(dims[:-1], dims[1:])]
+    net = nn.SequentialCell([nn.SequentialCell([dense[0], nn.Tanh(), dense[1], nn.Tanh()]),
+                             nn.SequentialCell([dense[2], nn.Tanh(), dense[3], nn.Tanh()]),
+                             nn.SequentialCell([dense[4], nn.Tanh(), dense[5]])])
+    config = auto_config(total_steps=200)
+    config["grad_freeze"].update(payback=True, cache_frozen_prefix="auto")
+    opt = freeze_optimizer(BoostConfig.from_dict(config), net, nn.Momentum(net.trainable_params(), 0.1, 0.9))
+    return BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
+
+
+# Compiles of 17 s: freezing level 1 pays (its prior saving of about 0.11 s a step over some 190 steps) and, once level
+# 1 measured 0.3 s saved, level 2 too; the cache's two compiles do not pay at level 1 (half of 0.3 s over the steps
+# after an epoch's fill). At level 2 they pay where its step measures 0.4 s (half of 0.6 s saved), and not at 0.65 s.
+DEEPER = {"pays_deeper": (0.4, None), "pays_nowhere": (0.65, "at frozen level 2")}
+
+
+@pytest.mark.slow  # a clocked run of 48 calls per case
+@pytest.mark.parametrize("case", sorted(DEEPER))
+def test_a_cache_that_does_not_pay_at_the_first_level_waits_for_a_deeper_one(graph_mode, case):
+    """Where the front freezes group by group, the cache that would not pay at level 1 (its forward pass there saves
+    little) does not step aside while payback allows a deeper level: it weighs again at level 2, where it fills and
+    serves the steps if it pays there, and otherwise steps aside with one warning giving level 2's figures."""
+    level_2_seconds, warning = DEEPER[case]
+    cell, epoch = staged_mlp(), 12
+    cell.fit_to_run(steps_per_epoch=epoch)
+    batches = [data(call % epoch) for call in range(4 * epoch)]
+    trace, caught = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: level_2_seconds, "cached": 0.1}, 17.0)
+    messages = [str(w.message) for w in caught]
+    first_at = {level: trace.index(level) for level in (1, 2)}
+    assert first_at[2] - first_at[1] > 4 + epoch // 8  # level 1 timed and the probe's verdict in before level 2
+    assert trace[first_at[1]:first_at[2]] == [1] * (first_at[2] - first_at[1])  # level 1 on the batch, the cache waits
+    if warning is None:
+        assert messages == [] and cell.level_route.caching and trace[-1] == "cached"
+    else:
+        assert len(messages) == 1 and "does not start" in messages[0] and warning in messages[0]
+        assert "cached" not in trace and not cell.level_route.caching

@@ -14,6 +14,9 @@ figures; the route drops the cache with it (``FrozenLevelRoute.drop_cache``). Th
   steps run on the batch until the ledger knows that level's step; the cache then starts filling only where
   ``payback.cache_pays`` (the steps left after its fill, times the saving expected, repay its two compiles; the fill
   takes an epoch, data-parallel too, as the ranks share what they compute over that epoch: the route's exchange).
+  At a level where it does not pay while the schedule may still freeze deeper (payback allows a deeper level), it
+  waits and weighs again there: a deeper prefix's forward pass saves more, and the front freezes group by group
+  where steps are dear. It steps aside only where no deeper level remains.
   Once it served a few steps whole (every sample a hit, nothing exchanged), the A/B:
   it stays only where those steps measure faster than the level's steps on the batch (at a level the cache reached
   directly, that step as ``expected_saving`` gives it). One way only: a step on the batch after caching would run the
@@ -96,9 +99,11 @@ class CacheJudge:
                 f"{expected:.0%} (augmentation changes them every epoch), so nothing cached would be used again. Set "
                 "the key to false to silence this.")
 
-    def weigh(self, costs, level, steps_left, steps_per_epoch):
+    def weigh(self, costs, level, steps_left, steps_per_epoch, deeper=False):
         """Start the cache where it pays, then keep it only where its whole steps beat the level's steps on the
-        batch. ``costs``: the ledger's (every rank's mean); ``steps_left``: calls left in the run."""
+        batch. ``costs``: the ledger's (every rank's mean); ``steps_left``: calls left in the run; ``deeper``: whether
+        the schedule may still freeze deeper than ``level`` (where the cache does not pay at ``level``, it waits for
+        that level instead of stepping aside)."""
         if not self.started:
             if level not in costs.step:  # the level's steps on the batch are still being timed
                 return None
@@ -111,6 +116,8 @@ class CacheJudge:
                 return None
             fill = steps_per_epoch  # data-parallel too: the ranks share what they fill
             if not cache_pays(costs, level, steps_left, fill):
+                if deeper:
+                    return None
                 return (f"The frozen-prefix cache ({_AUTO}) does not start, as it would not pay in this run: at frozen "
                         f"level {level} a step takes {costs.step[level] * 1e3:.1f} ms, of which the cache would save "
                         f"about {cache_saving(costs, level) * 1e3:.1f} ms (the frozen prefix's forward pass) over the "
