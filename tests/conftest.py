@@ -73,8 +73,23 @@ json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_
                            max_leaves=6)
 
 
+def pytest_sessionfinish(session):
+    """Under pytest-xdist, a worker hands the figures its reliability tests counted to the controller."""
+    if hasattr(session.config, "workeroutput"):
+        from tests import figures  # pylint: disable=import-outside-toplevel
+        session.config.workeroutput["reliability_figures"] = figures.export()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # pylint: disable=unused-argument
+    """Under pytest-xdist, the controller adds up what each worker counted (``pytest_sessionfinish``)."""
+    from tests import figures  # pylint: disable=import-outside-toplevel
+    figures.merge(getattr(node, "workeroutput", {}).get("reliability_figures"))
+
+
 def pytest_terminal_summary(terminalreporter):
-    """The figures the reliability tests counted (tests/figures.py), when any ran."""
+    """The figures the reliability tests counted (tests/figures.py), when any ran, summed over pytest-xdist's
+    workers."""
     from tests import figures  # pylint: disable=import-outside-toplevel
     if figures.COUNTS or figures.NOTES:
         terminalreporter.section("reliability figures")

@@ -17,3 +17,16 @@ def note(key, text):
 
 def lines():
     return [f"{key}: {value}" for key, value in COUNTS.items()] + [f"{key}: {text}" for key, text in NOTES.items()]
+
+
+def export():
+    """What this process counted, as plain lists (a pytest-xdist worker hands it to the controller)."""
+    return {"counts": list(COUNTS.items()), "notes": list(NOTES.items())}
+
+
+def merge(exported):
+    """Add what another process counted (``export``'s value, or None)."""
+    for key, amount in (exported or {}).get("counts", ()):
+        add(key, amount)
+    for key, text in (exported or {}).get("notes", ()):
+        note(key, text)
