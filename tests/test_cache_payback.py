@@ -16,7 +16,7 @@ from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell
 from boost_cells.freezing import GradientFreeze, freeze_optimizer
 from boost_cells.freezing.groups import stage_starts
 from boost_cells.freezing.payback import FORWARD_SHARE, Costs, cache_pays, cache_saving, layer_shares
-from tests.helpers import auto_config, clocked_run, data, shuffled_epochs
+from tests.helpers import TanhMLP, auto_config, clocked_run, data, shuffled_epochs
 
 STEPS, EPOCHS = 4, 12  # an epoch's steps (shuffled_epochs' default), the run's epochs
 SHARES = layer_shares([1, 1])
@@ -221,10 +221,7 @@ def staged_mlp():
     decision every 2 updates from update 3 on, a run of 200 updates) with payback. On data that repeats every
     epoch of 12 batches the front segment settles first and the middle one much later, so the front freezes group
     by group where payback allows both levels (level 1 after update 9, level 2 after update 35)."""
-    rng = np.random.RandomState(0)
-    dims = (4, 6, 6, 6, 6, 6, 3)
-    dense = [nn.Dense(a, b, weight_init=Tensor(rng.randn(b, a).astype(np.float32) * 0.5),
-                      bias_init=Tensor(rng.randn(b).astype(np.float32) * 0.1)) for a, b in zip(dims[:-1], dims[1:])]
+    dense = list(TanhMLP().layers)
     net = nn.SequentialCell([nn.SequentialCell([dense[0], nn.Tanh(), dense[1], nn.Tanh()]),
                              nn.SequentialCell([dense[2], nn.Tanh(), dense[3], nn.Tanh()]),
                              nn.SequentialCell([dense[4], nn.Tanh(), dense[5]])])
