@@ -150,6 +150,8 @@ RULES = MappingProxyType({
     "auto_threshold": _number("a number > 0 (a share of the weights' size per 100 updates)", lambda v: v > 0),
     "auto_head_ratio": _number("a number in [0, 1] (a share of the head's displacement; 0: no comparison)",
                                lambda v: 0 <= v <= 1),
+    "auto_loss_drop": _number("a number in [0, 1) (a share of the first interval's mean training loss; 0: no "
+                              "condition)", lambda v: 0 <= v < 1),
     "cache_frozen_prefix": _choice(True, False, "auto", words="true, false or 'auto' (cache where the network "
                                    "has the stages and the run measures that it pays)"),
     "payback": _bool(),

@@ -327,6 +327,16 @@ class TanhMLP(nn.Cell):
         return x
 
 
+def numpy_mlp(params, x):
+    """TanhMLP's output for ``x`` with parameters ``[w0, b0, w1, b1, ...]`` (float64)."""
+    weights, biases = params[0::2], params[1::2]
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        x = x @ w.T + b
+        if i < len(weights) - 1:
+            x = np.tanh(x)
+    return x
+
+
 def numpy_mlp_grads(params, x, y):
     """Gradients of mean((mlp(x) - y)^2) for TanhMLP's parameters ``[w0, b0, w1, b1, ...]`` (float64)."""
     weights, biases = params[0::2], params[1::2]
@@ -506,17 +516,18 @@ INTERVAL, WARMUP, THRESHOLD = 2, 3, 2.6
 STEPS = 20
 
 
-def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10, head_ratio=0.0):
+def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10, head_ratio=0.0,
+                loss_drop=0.0):
     """The automatic schedule deciding every ``interval`` updates from ``warmup`` on, as shares of ``total_steps``;
-    by default with the threshold alone (``auto_head_ratio`` 0)."""
+    by default with the threshold alone (``auto_head_ratio`` 0, ``auto_loss_drop`` 0)."""
     config = freeze_config(freeze_type=3, total_steps=total_steps)
     config["grad_freeze"].update(auto_interval_share=interval / total_steps, auto_warmup_share=warmup / total_steps,
-                                 auto_threshold=threshold, auto_head_ratio=head_ratio)
+                                 auto_threshold=threshold, auto_head_ratio=head_ratio, auto_loss_drop=loss_drop)
     return config
 
 
 def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0, allowed=(2,),
-                   allowed_from=0):
+                   allowed_from=0, loss_drop=0.0):
     """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
     rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
     WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against
@@ -526,7 +537,9 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
     reach the first front segment from ``frozen`` on that has not settled (2 when both have), and ``frozen`` becomes
     the deepest of the ``allowed`` levels within that reach, if deeper (the last group never freezes; by default
     only level 2 is allowed: both front segments freeze together; none at a decision before update
-    ``allowed_from``); then the copies are taken again. Returns (the frozen count before each step, the final
+    ``allowed_from``); then the copies are taken again. With ``loss_drop`` above 0, nothing freezes at a decision
+    where the mean training loss of the interval's steps (each taken before its update) lies less than ``loss_drop``
+    of the first interval's mean below that first mean. Returns (the frozen count before each step, the final
     parameters)."""
     params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
     velocity = [np.zeros_like(p) for p in params]
@@ -537,9 +550,12 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
         return displacement < max(threshold, head_ratio * displacement[2])
 
     frozen, updates, trace, previous = 0, 0, [], -np.ones(3)
+    losses, first_loss = [], None
     for x, y in batches:
         trace.append(frozen)
-        grads = numpy_mlp_grads(params, x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64))
+        x, y = x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64)
+        losses.append(np.mean((numpy_mlp(params, x) - y) ** 2))
+        grads = numpy_mlp_grads(params, x, y)
         for j in range(GROUP_STARTS[frozen], len(params)):
             velocity[j] = momentum * velocity[j] + grads[j]
             params[j] = params[j] - lr * velocity[j]
@@ -551,7 +567,10 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
                 size[segment[j]] += np.sum(p ** 2)
             displacement = np.sqrt(moved) / np.sqrt(size) * 100 / INTERVAL
             settled = quiet(displacement) & (previous >= 0) & quiet(previous)
-            if updates >= WARMUP:
+            mean_loss, losses = np.mean(losses), []
+            first_loss = mean_loss if first_loss is None else first_loss
+            learned = first_loss - mean_loss >= loss_drop * abs(first_loss)
+            if updates >= WARMUP and learned:
                 reach = next((g for g in range(frozen, 2) if not settled[g]), 2)
                 frozen = max([frozen] + [level for level in allowed if level <= reach and updates >= allowed_from])
             copies = [p.astype(np.float32).copy() for p in params]

@@ -6,7 +6,8 @@ import mindspore as ms
 import pytest
 
 from boost_cells import BoostConfig, BoostTrainOneStepCell
-from tests.helpers import STEPS, DataWrapperStandIn, auto_config, data, freeze_config, mlp_setup, numpy_auto_run, state
+from tests.helpers import (STEPS, THRESHOLD, DataWrapperStandIn, auto_config, data, freeze_config, mlp_setup,
+                           numpy_auto_run, state)
 
 @pytest.mark.slow  # a whole run and its resumed half, compared
 def test_resumed_run_freezes_at_the_same_step(graph_mode, tmp_path):
@@ -134,3 +135,39 @@ def test_a_graph_mode_step_reads_nothing_on_the_host(graph_mode, monkeypatch):
         cell(*inputs)
     monkeypatch.undo()
     assert cell.train_step.frozen_for_good() == 2
+
+
+def teacher_data(step, n=8):
+    """A batch the TanhMLP can learn: targets a fixed linear map of the inputs (the loss falls), seeded by step."""
+    rng = np.random.RandomState(step)
+    x = rng.randn(n, 4).astype(np.float32)
+    y = (x @ np.random.RandomState(99).randn(4, 3) * 0.5).astype(np.float32)
+    return ms.Tensor(x), ms.Tensor(y)
+
+
+@pytest.mark.parametrize("learnable, threshold, loss_drop, freezes_after",
+                         [(False, THRESHOLD, 0.5, None), (True, 6.0, 0.0, 3), (True, 6.0, 0.5, 9),
+                          (True, 6.0, 0.9, None)])
+def test_nothing_freezes_before_the_network_has_learned(mode, learnable, threshold, loss_drop, freezes_after):
+    """With ``auto_loss_drop``, the front freezes only once the interval's mean training loss lies that share of the
+    first interval's below it. On targets of pure noise (a plateau: the loss cannot fall) the front, which settles
+    after update 17 by its displacement alone, never freezes at 0.5. On learnable targets whose front settles at the
+    first decision after the warm-up (update 3), the rule waits at 0.5 until the loss has halved (update 9), and at
+    0.9 (a fall the run never reaches) freezes nothing. Both modes; trace and weights as the NumPy rendering's."""
+    net, net_with_loss, opt = mlp_setup()
+    config = auto_config(threshold=threshold, loss_drop=loss_drop)
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=config)
+    batches = [(teacher_data if learnable else data)(step_index) for step_index in range(STEPS)]
+    expected_trace, expected = numpy_auto_run(net, batches, threshold=threshold, loss_drop=loss_drop)
+    trace = []
+    for inputs in batches:
+        trace.append(cell.train_step.current_index())
+        cell(*inputs)
+    assert trace == expected_trace
+    assert (trace.index(2) if 2 in trace else None) == freezes_after
+    for got, want in zip(net.trainable_params(), expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=1e-5)
+    first, last, intervals = cell.train_step.schedule.loss.asnumpy()
+    assert intervals == (10 if loss_drop > 0 else 0)
+    if loss_drop > 0:
+        assert (first - last >= 0.5 * abs(first)) == learnable

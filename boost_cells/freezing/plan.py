@@ -36,21 +36,26 @@ class AutoCriterion:
             below which the segment has settled.
         head_ratio (float): in [0, 1]; a segment has also settled when its displacement is below this share of
             the head's (0: the threshold alone decides).
+        loss_drop (float): in [0, 1); nothing freezes until the training loss's mean over the last interval lies
+            at least this share below its mean over the first (``first - last >= loss_drop * |first|``): a network
+            that has not yet learned (the whole of it on a plateau, at chance) has no front that settled. 0: no
+            such condition.
     """
 
     interval: int
     warmup: int
     threshold: float
     head_ratio: float = 0.0
+    loss_drop: float = 0.0
 
 
-def auto_criterion(total_steps, interval_share, warmup_share, threshold, head_ratio=0.0):
+def auto_criterion(total_steps, interval_share, warmup_share, threshold, head_ratio=0.0, loss_drop=0.0):
     """The automatic schedule's ``AutoCriterion`` for a run of ``total_steps`` updates: a decision every
     ``max(1, round(interval_share * total_steps))`` updates, none that freezes before ``ceil(warmup_share *
     total_steps)`` updates."""
     return AutoCriterion(interval=max(1, round(interval_share * total_steps)),
                          warmup=math.ceil(round(warmup_share * total_steps, 9)), threshold=float(threshold),
-                         head_ratio=float(head_ratio))
+                         head_ratio=float(head_ratio), loss_drop=float(loss_drop))
 
 
 def run_updates(epochs, steps_per_epoch, accumulation_steps):
@@ -95,7 +100,8 @@ class FreezePlan:
         groups, freeze_type = int(section["param_groups"]), section["freeze_type"]
         if is_automatic(freeze_type):
             criterion = auto_criterion(total, section["auto_interval_share"], section["auto_warmup_share"],
-                                       section["auto_threshold"], section["auto_head_ratio"])
+                                       section["auto_threshold"], section["auto_head_ratio"],
+                                       section["auto_loss_drop"])
             return cls("auto", groups, total, criterion=criterion, section=section, run_assumed=run_assumed)
         sequence = freeze_index_sequence(groups, freeze_type, section["freeze_p"], total, section["seed"])
         return cls(_KINDS[freeze_type], groups, total, tuple(sequence), freeze_type != PROGRESSIVE, section=section,

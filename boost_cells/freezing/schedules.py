@@ -60,7 +60,7 @@ class SequenceSchedule(nn.Cell):
     def train_from(self):
         return self.strategy_table[self.position]
 
-    def advance(self, applied):
+    def advance(self, applied, loss=None):  # pylint: disable=unused-argument
         position = self.position + applied
         if self.cyclic:
             position = position % self.length
@@ -107,13 +107,21 @@ class AutoSchedule(nn.Cell):
       freezes group by group where steps are dear, and at once, or not at all, where compiles are. The work runs
       only at a decision (a branch of the compiled step, over each segment's weights flattened into one vector, so
       the branch compiles small), a step between decisions costs a counter, and no step reads anything on the host.
+    - A front cannot have settled while the network has not learned: a whole network standing still on a plateau
+      (at chance, as a transformer trained with Adam does for an epoch or two) moves little everywhere, and under
+      Adam-type optimizers every weight moves by about the learning rate whatever its gradient, so displacement
+      alone would call such a front settled. With ``loss_drop`` above 0, no decision freezes anything until the
+      mean training loss (what each step returns, summed over the interval in the graph) of the interval just
+      ended lies ``loss_drop`` of the first interval's mean below it.
     - Data-parallel, every rank holds the same weights, so every rank measures the same displacements and decides
       the same without a collective.
 
     Args:
         plan (FreezePlan): an "auto" plan: its ``groups`` and ``criterion`` (``interval``, ``warmup``,
             ``threshold``: the displacement per 100 updates below which a segment is quiet; ``head_ratio``: the
-            share of the head's displacement below which it is quiet too, 0 for none).
+            share of the head's displacement below which it is quiet too, 0 for none; ``loss_drop``: the share of
+            the first interval's mean training loss the loss must have fallen by before anything freezes, 0 for no
+            such condition).
         segment_of (dict): ``{id(parameter): segment}`` for every trained parameter (its segment: the last group
             that holds it). weights (ParameterTuple): the trained weights (the unfrozen optimizer's), in order.
 
@@ -127,6 +135,14 @@ class AutoSchedule(nn.Cell):
         grad_freeze.snapshot.<segment> (float32, flat): segment ``<segment>``'s weights (every segment but the
             head's, and the head's with ``head_ratio``), flattened in order, as at the last decision (the device
             memory of those weights once more).
+        grad_freeze.loss_sum (float32, (2,)): with ``loss_drop``, the training losses of the interval so far (their
+            sum, and how many were finite).
+        grad_freeze.loss (float32, (3,)): with ``loss_drop``, the first interval's mean training loss, the last
+            interval's, and the intervals measured (0 before the first).
+        grad_freeze.frozen_at (int32, (groups,)): the update after which each level froze (0: not frozen).
+        grad_freeze.evidence (float32, (groups, groups + 2)): per level, the figures of the decision that froze it:
+            each segment's displacement, and the first and last intervals' mean training loss (0 without
+            ``loss_drop``); zeros for a level not frozen. The decision records read these.
     """
 
     def __init__(self, plan, segment_of, weights):
@@ -139,6 +155,12 @@ class AutoSchedule(nn.Cell):
         self.displacement = Parameter(Tensor(-np.ones(self.groups, np.float32)), name="grad_freeze.displacement",
                                       requires_grad=False)
         self.allowed = Parameter(Tensor(self.one_level()), name="grad_freeze.allowed", requires_grad=False)
+        self.loss_sum = Parameter(Tensor(np.zeros(2, np.float32)), name="grad_freeze.loss_sum", requires_grad=False)
+        self.loss = Parameter(Tensor(np.zeros(3, np.float32)), name="grad_freeze.loss", requires_grad=False)
+        self.frozen_at = Parameter(Tensor(np.zeros(self.groups, np.int32)), name="grad_freeze.frozen_at",
+                                   requires_grad=False)
+        self.evidence = Parameter(Tensor(np.zeros((self.groups, self.groups + 2), np.float32)),
+                                  name="grad_freeze.evidence", requires_grad=False)
         self.levels = Tensor(np.arange(self.groups, dtype=np.int32))
         self.head = _int32(self.groups - 1)
         self.zero = Tensor(0.0, mstype.float32)
@@ -161,6 +183,7 @@ class AutoSchedule(nn.Cell):
         self.warmup = plan.criterion.warmup
         self.threshold = plan.criterion.threshold
         self.head_ratio = plan.criterion.head_ratio
+        self.loss_drop = plan.criterion.loss_drop
         self.interval_end = self.warmup % self.interval  # updates % interval where every interval ends
 
     def train_from(self):
@@ -184,7 +207,40 @@ class AutoSchedule(nn.Cell):
         ``head_ratio`` times the head's."""
         return displacement < ops.maximum(displacement[self.groups - 1] * self.head_ratio, self.threshold)
 
-    def _decide(self, updates):
+    def advance(self, applied, loss=None):
+        updates = self.updates + applied
+        token = ops.assign(self.updates, updates)
+        summed = None
+        if self.loss_drop > 0:
+            summed = self._summed_loss(loss)
+            token = ops.depend(token, ops.assign(self.loss_sum, summed))
+        if ops.logical_and(applied > 0, updates % self.interval == self.interval_end):
+            token = ops.depend(token, self._decide(updates, summed))
+        return token
+
+    def _summed_loss(self, loss):
+        """The interval's training-loss sum and count (float32, (2,)) with this step's loss (its mean, float32)
+        added where finite."""
+        value = ops.reduce_mean(ops.cast(loss, mstype.float32))
+        finite = ops.isfinite(value)
+        return self.loss_sum + ops.stack([ops.select(finite, value, self.zero), ops.cast(finite, mstype.float32)])
+
+    def _learned(self, summed):
+        """Whether the network has learned enough for a front to have settled (``loss_drop``): the interval's mean
+        training loss (from ``summed``, its sum and count) lies ``loss_drop`` of the first interval's mean below
+        it; an interval without a finite loss has not. Returns ``(learned, means, token)``: the first interval's and
+        this one's means (float32, (2,)), recorded in ``loss``, and the next interval's sum started."""
+        counted = summed[1] > 0
+        mean = summed[0] / ops.maximum(summed[1], 1.0)
+        known = self.loss[2] > 0
+        first = ops.select(known, self.loss[0], mean)
+        learned = ops.logical_and(counted, first - mean >= self.loss_drop * ops.abs(first))
+        intervals = self.loss[2] + ops.cast(counted, mstype.float32)
+        token = ops.assign(self.loss, ops.select(counted, ops.stack([first, mean, intervals]), self.loss))
+        means = ops.stack([first, mean])
+        return learned, means, ops.depend(ops.assign(self.loss_sum, ops.zeros((2,), mstype.float32)), token)
+
+    def _decide(self, updates, summed):
         displacement, taken = self._displacements()
         previous = self.displacement + 0.0
         settled = ops.logical_and(ops.logical_and(self._quiet(displacement), previous >= 0.0), self._quiet(previous))
@@ -196,16 +252,26 @@ class AutoSchedule(nn.Cell):
                                                                            self.groups - 1)))
         candidates = ops.logical_and(self.allowed, self.levels <= reach)
         deepest = ops.reduce_max(ops.select(candidates, self.levels, ops.zeros((self.groups,), mstype.int32)))
-        front = ops.select(updates >= self.warmup, ops.maximum(deepest, self.frozen), self.frozen + 0)
-        frozen = ops.assign(self.frozen, ops.depend(front, taken))
+        may_freeze = updates >= self.warmup
+        means = self.loss[:2]
+        if self.loss_drop > 0:
+            learned, means, counted = self._learned(summed)
+            may_freeze = ops.logical_and(may_freeze, learned)
+            taken += (counted,)
+        front = ops.select(may_freeze, ops.maximum(deepest, self.frozen), self.frozen + 0)
+        recorded = self._record_freeze(front, updates, ops.concat([displacement, means]))
+        frozen = ops.assign(self.frozen, ops.depend(front, taken + (recorded,)))
         return ops.depend(frozen, ops.assign(self.displacement, displacement))
 
-    def advance(self, applied):
-        updates = self.updates + applied
-        token = ops.assign(self.updates, updates)
-        if ops.logical_and(applied > 0, updates % self.interval == self.interval_end):
-            token = ops.depend(token, self._decide(updates))
-        return token
+    def _record_freeze(self, front, updates, evidence):
+        """For each level this decision freezes (above ``frozen``, up to ``front``): the update (``frozen_at``) and
+        the ``evidence`` (float32, (groups + 2,): each segment's displacement, the training loss's two means)."""
+        newly = ops.logical_and(self.levels > self.frozen, self.levels <= front)
+        at = ops.assign(self.frozen_at, ops.select(newly, ops.fill(mstype.int32, (self.groups,), updates),
+                                                   self.frozen_at))
+        rows = ops.select(ops.tile(newly.reshape((-1, 1)), (1, self.groups + 2)),
+                          ops.tile(evidence.reshape((1, -1)), (self.groups, 1)), self.evidence)
+        return ops.depend(at, ops.assign(self.evidence, rows))
 
     def one_level(self):
         """The levels allowed without the host: the whole front's alone (bool, (groups,))."""

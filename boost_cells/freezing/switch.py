@@ -49,7 +49,8 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
 
     def construct(self, *inputs):
         outputs, applied = self.take(inputs)
-        return ops.depend(outputs, self.schedule.advance(applied)), applied
+        loss = outputs[0] if isinstance(outputs, tuple) else outputs
+        return ops.depend(outputs, self.schedule.advance(applied, loss)), applied
 
     def current_index(self):
         """The first group the next step trains (host int; for tests, monitors and logs)."""
