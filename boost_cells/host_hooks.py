@@ -89,7 +89,8 @@ class FrozenLevelRoute:
     which levels pay (``grad_freeze.payback``), and with the frozen-prefix cache the frozen prefix's outputs are
     cached. While active it takes every step.
 
-    With ``k = schedule.frozen_for_good()`` leading groups frozen (one scalar read a step) it runs ``uncached[k]``
+    With ``k = schedule.frozen_for_good()`` leading groups frozen (a host mirror, read from the schedule only where
+    its updates may have reached a decision: ``_frozen_level``; no device read between two) it runs ``uncached[k]``
     (the step that trains from group ``k``, with the frozen prefix inside its graph) on the batch, or, caching,
     ``cached[k]`` on the cached outputs of the stages before group ``k`` (``FrozenPrefixCache``, fingerprinted by
     sample). A step compiles when it first runs, so only the levels the schedule reaches compile.
@@ -154,6 +155,9 @@ class FrozenLevelRoute:
         self._unjudged_warned = self._unpaid_warned = False
         self._allowed = None  # the levels last allowed (host tuple)
         self._shared_level, self._share_until = 0, 0  # the level whose cache fill the ranks share, until this call
+        self._level = 0  # the host mirror of the schedule's frozen level
+        self._read = (0, 0)  # (calls, updates) when the schedule's updates were last read
+        self._level_changes_at = 0  # the update count from which the level may differ from the mirror; None: never
 
     @property
     def required(self):
@@ -198,10 +202,15 @@ class FrozenLevelRoute:
 
     def take_step(self, cell, inputs):
         """The step at the schedule's frozen level: on the cached prefix outputs while caching at a level above 0."""
-        if self._calls == 0 and self.caching and self.all_gather is not None:
-            self._check_ranks_agree(cell)
+        if self._calls == 0:
+            if self.caching and self.all_gather is not None:
+                self._check_ranks_agree(cell)
+            if self.ledger is not None:
+                self.ledger.load()
+        level = self._frozen_level()
         self._calls += 1
-        level = self.schedule.frozen_for_good()
+        if self.ledger is not None:
+            self.ledger.start(level)
         if self.caching and self.judge.probing and self.steps_per_epoch is not None:
             why = self.judge.probe(self._calls - 1, self._batch(cell, inputs), self.steps_per_epoch, self._reduce,
                                    self.ledger.samples_repeat)
@@ -209,10 +218,10 @@ class FrozenLevelRoute:
                 self.ledger.record_repeats(self.judge.repeats)
             if why is not None:
                 self.drop_cache(why)
-        if self.ledger is not None:
-            self.ledger.start(level)
-            if (self._calls - 1) % self.cadence == 0:
-                self._weigh(level)
+            self.ledger.restart()  # the probe serves the cache, not the step: timed as neither
+        if self.ledger is not None and (self._calls - 1) % self.cadence == 0:
+            self.ledger.sync()  # what a checkpoint holds: every figure up to this weighing
+            self._weigh(level)
         if level == 0 or not (self.caching and self.judge.started):
             return self.uncached[level](*inputs)[0]
         first = self._batch(cell, inputs)
@@ -225,6 +234,24 @@ class FrozenLevelRoute:
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         return outputs
+
+    def _frozen_level(self):
+        """The schedule's frozen level before this call, from its host mirror: the schedule's Parameters are read
+        (its updates, then its level) only once the updates applied may have reached the next update count at which
+        the level can change (``level_changes_at``; at most one call in ``accumulation`` early), so a step between
+        two of the schedule's decisions reads nothing on the device. The first call reads them (a resumed run)."""
+        if self._level_changes_at is None:
+            return self._level
+        calls, updates = self._read
+        bound = updates + -(-(self._calls - calls) // self.accumulation)  # the most updates applied by now
+        if bound < self._level_changes_at and self._calls > 0:
+            return self._level
+        updates = self.schedule.applied_updates()
+        self._read = (self._calls, updates)
+        if updates >= self._level_changes_at:
+            self._level = self.schedule.frozen_for_good()
+            self._level_changes_at = self.schedule.level_changes_at(updates)
+        return self._level
 
     def _check_ranks_agree(self, cell):
         """Data-parallel, before the first step: every rank was given the same steps per epoch (one AllGather). The

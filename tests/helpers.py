@@ -569,7 +569,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
             settled = quiet(displacement) & (previous >= 0) & quiet(previous)
             mean_loss, losses = np.mean(losses), []
             first_loss = mean_loss if first_loss is None else first_loss
-            learned = first_loss - mean_loss >= loss_drop * abs(first_loss)
+            learned = loss_drop == 0 or first_loss - mean_loss >= loss_drop * abs(first_loss)
             if updates >= WARMUP and learned:
                 reach = next((g for g in range(frozen, 2) if not settled[g]), 2)
                 frozen = max([frozen] + [level for level in allowed if level <= reach and updates >= allowed_from])

@@ -72,6 +72,7 @@ def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):
     costs = ledger.costs(ledger.summary(), SHARES)
     assert costs.cached_step == {1: 0.5} and sorted(costs.step) == [0, 2]
     path = str(tmp_path / "ledger.ckpt")
+    ledger.sync()  # the host mirror into the Parameters, as the route does at each weighing
     ms.save_checkpoint(ledger, path)
     loaded = CostLedger(3)
     assert not ms.load_param_into_net(loaded, ms.load_checkpoint(path))[0]
@@ -147,3 +148,39 @@ def test_a_resumed_run_decides_as_the_uninterrupted_one(graph_mode, tmp_path):
     for name, value in expected.items():
         if "ledger" not in name:  # the resumed ledger timed the step that resumed as a step, the whole one did not
             assert np.array_equal(value, final[name]), name
+
+
+def test_the_route_touches_the_device_only_at_its_weighings_and_decisions(graph_mode, monkeypatch):
+    """The route costs a step nothing a plain step does not: its ledger records into a host mirror and its level is
+    a host mirror too, so in GRAPH_MODE a call reads (``Tensor.asnumpy``) or writes (``Parameter.set_data``) the
+    device only where the route weighs the levels (every 4 calls here: half the decision interval of 8 updates) or
+    where the schedule's updates may have reached a decision (its level read again); every other call touches
+    nothing, and the run still freezes (reads at a decision serve the level the graph decided)."""
+    _, net_with_loss, opt = mlp_setup()
+    config = auto_config(interval=8, warmup=8, total_steps=200, threshold=10.0)
+    config["grad_freeze"]["payback"] = True
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=config)
+    route, touched = cell.level_route, []
+    assert route.cadence == 4
+    counting = {"calls": 0}
+    asnumpy, set_data = ms.Tensor.asnumpy, ms.Parameter.set_data
+
+    def read(tensor):
+        counting["calls"] += 1
+        return asnumpy(tensor)
+
+    def write(parameter, *args, **kwargs):
+        counting["calls"] += 1
+        return set_data(parameter, *args, **kwargs)
+
+    monkeypatch.setattr(ms.Tensor, "asnumpy", read)
+    monkeypatch.setattr(ms.Parameter, "set_data", write)
+    calls = 64
+    for step in range(calls):
+        before = counting["calls"]
+        cell(*data(step))
+        touched.append(counting["calls"] > before)
+    monkeypatch.undo()
+    weighings = set(range(0, calls, route.cadence))
+    assert all(step in weighings or step % 8 == 0 for step, touch in enumerate(touched) if touch)
+    assert sum(touched) <= len(weighings) + 1 and cell.train_step.frozen_for_good() > 0

@@ -7,6 +7,12 @@ the frozen-prefix cache's outputs that the cache served whole (no sample compute
 compares (``cached_row``). The ledger keeps both in Parameters, so a checkpoint holds them and
 a resumed run decides from the times the interrupted one measured: a level timed before is not timed again from
 scratch, and its compile counts as paid.
+
+A step reads and writes nothing on the device for the ledger: it records into a host mirror (numpy), which it
+writes to its Parameters at ``sync`` (the route syncs at every weighing, so a checkpoint taken after a weighing
+holds every figure that weighing used; one taken between two weighings lacks the steps timed since, which a resumed
+run times again) and reads back from them at the first step of a run (``load``: a checkpoint loaded into a new
+cell before training).
 """
 import time
 
@@ -52,16 +58,39 @@ class CostLedger(nn.Cell):
         self.timed = Parameter(Tensor(np.zeros(rows, np.int32)), name="grad_freeze.ledger.timed", requires_grad=False)
         self.repeats = Parameter(Tensor(np.array(-1, np.int32)), name="grad_freeze.ledger.repeats", requires_grad=False)
         self._started = None  # [row or None, clock reading] of the call being timed; host only
+        self._mirror = None  # the host mirror {name: numpy array} of the Parameters, from the run's first step
+
+    def _table(self):
+        """The host mirror, read from the Parameters at its first use (a checkpoint loaded before training)."""
+        if self._mirror is None:
+            self._mirror = {"first_step": self.first_step.asnumpy().copy(), "steps": self.steps.asnumpy().copy(),
+                            "timed": self.timed.asnumpy().copy(), "repeats": self.repeats.asnumpy().copy()}
+        return self._mirror
+
+    def load(self):
+        """Read the host mirror from the Parameters again at its next use (a run's first step: a checkpoint may have
+        been loaded since the ledger was built)."""
+        self._mirror = None
+
+    def sync(self):
+        """Write the host mirror to the Parameters (a checkpoint then holds every figure recorded so far)."""
+        if self._mirror is None:
+            return
+        table = self._mirror
+        self.first_step.set_data(Tensor(table["first_step"], mstype.float32))
+        self.steps.set_data(Tensor(table["steps"], mstype.float32))
+        self.timed.set_data(Tensor(table["timed"], mstype.int32))
+        self.repeats.set_data(Tensor(table["repeats"], mstype.int32))
 
     def samples_repeat(self):
         """Whether the run's samples repeat from one epoch to the next, as measured (``record_repeats``); None
         before."""
-        value = int(self.repeats.asnumpy())
+        value = int(self._table()["repeats"])
         return None if value < 0 else bool(value)
 
     def record_repeats(self, repeat):
         """Record whether the run's samples repeat (the frozen-prefix cache's probe)."""
-        self.repeats.set_data(Tensor(np.array(int(repeat), np.int32)))
+        self._table()["repeats"] = np.array(int(repeat), np.int32)
 
     def cached_row(self, level):
         """The row of level ``level``'s steps on the cache's outputs."""
@@ -75,29 +104,31 @@ class CostLedger(nn.Cell):
             self.record(self._started[0], now - self._started[1])
         self._started = [row, now]
 
+    def restart(self):
+        """The step that started last starts again now: what ran since (the cache's probe, host work that serves
+        the cache and not the step) is timed as neither this step nor the one before."""
+        self._started[1] = self.clock()
+
     def count_as(self, row):
         """Record the step that started last in ``row`` instead (None: not at all), once the call knows what it
         ran (a cached step that computed samples is neither row's)."""
         self._started[0] = row
 
     def record(self, row, seconds):
-        """Record a step of ``seconds`` in ``row``: its first step if none was recorded, else one more step time.
-        Only the ledger's own host code writes its Parameters (no compiled graph reads them)."""
-        first = self.first_step.asnumpy()
-        if first[row] < 0:
-            first[row] = seconds
-            self.first_step.set_data(Tensor(first, mstype.float32))
+        """Record a step of ``seconds`` in ``row``: its first step if none was recorded, else one more step time
+        (host mirror only; ``sync`` writes it to the Parameters)."""
+        table = self._table()
+        if table["first_step"][row] < 0:
+            table["first_step"][row] = seconds
             return
-        timed, steps = self.timed.asnumpy(), self.steps.asnumpy()
-        steps[row, timed[row] % self.WINDOW] = seconds
-        timed[row] += 1
-        self.steps.set_data(Tensor(steps, mstype.float32))
-        self.timed.set_data(Tensor(timed, mstype.int32))
+        table["steps"][row, table["timed"][row] % self.WINDOW] = seconds
+        table["timed"][row] += 1
 
     def summary(self):
         """float32 (2, 2 * levels): each row's median step time and its compile (its first step less that median, or
         the whole first step while the median is unknown), seconds; -1 where unknown."""
-        first, timed, steps = self.first_step.asnumpy(), self.timed.asnumpy(), self.steps.asnumpy()
+        table = self._table()
+        first, timed, steps = table["first_step"], table["timed"], table["steps"]
         median = np.array([np.median(steps[k, :min(timed[k], self.WINDOW)]) if timed[k] >= self.MIN_TIMED else -1.0
                            for k in range(len(timed))], np.float32)
         compile_seconds = np.where(first < 0, -1.0, np.maximum(0.0, first - np.maximum(median, 0.0)))

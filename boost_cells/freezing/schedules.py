@@ -7,7 +7,8 @@ serves the switch and the frozen-prefix cache through one small contract:
   gradient. ``trained_from`` (host, fixed at construction): every value it can take, so only those steps compile.
 - ``frozen_for_good()`` (host, one scalar read): the number of leading groups that no remaining step trains, whose
   outputs the cache may keep. ``frozen_levels`` (host, fixed): the values above 0 it can take, so the cache builds a
-  step for each.
+  step for each. ``applied_updates()`` (host, one scalar read) and ``level_changes_at(updates)`` (host): the next
+  update count at which ``frozen_for_good()`` may change, so the host route reads the level only there.
 - ``advance(applied)`` (graph): after a step that applied ``applied`` optimizer updates (int32 scalar: 0 on an
   overflow or an accumulating micro-step), move on. Returns a token to make the step's outputs depend on.
 - ``plan`` (host): the ``FreezePlan`` it follows, whose numbers every description of the schedule reads;
@@ -76,6 +77,15 @@ class SequenceSchedule(nn.Cell):
         """The leading groups no remaining step trains (host int): with a sequence walked once the current index,
         with a cyclic one the smallest index of the whole sequence (usually 0)."""
         return self.plan.frozen_for_good(int(self.position.asnumpy()))
+
+    def applied_updates(self):
+        """The optimizer updates applied so far, as far as the sequence counts them (host int)."""
+        return int(self.position.asnumpy())
+
+    def level_changes_at(self, updates):
+        """The least update count above ``updates`` at which ``frozen_for_good()`` may change (host int), or None:
+        the next level's first update of a sequence walked once; never for a cyclic one."""
+        return next((start - 1 for _, start in self.plan.stage_starts if start - 1 > updates), None)
 
 
 class AutoSchedule(nn.Cell):
@@ -297,6 +307,16 @@ class AutoSchedule(nn.Cell):
     def applied_updates(self):
         """The optimizer updates applied so far (host int)."""
         return int(self.updates.asnumpy())
+
+    def level_changes_at(self, updates):
+        """The least update count above ``updates`` after which a decision may freeze more (host int): the next
+        interval's end from the warm-up on; None once the whole front is frozen."""
+        if self.frozen_for_good() >= self.groups - 1:
+            return None
+        after = updates + 1 + (self.interval_end - updates - 1) % self.interval
+        if after < self.warmup:
+            after = self.warmup
+        return after
 
     def monitor_state(self):
         """For ``BoostMonitor``: each segment's displacement at the last decision."""
