@@ -23,7 +23,8 @@ from mindspore import Tensor, ops
 
 from .config import warn_user
 from .freezing.cache_judge import CacheJudge
-from .freezing.payback import compile_estimate, paying_levels
+from .freezing.decisions import LOG, Decision, DecisionLog, Figure, schedule_decisions
+from .freezing.payback import compile_estimate, compile_source, expected_saving, paying_levels, saving_source
 
 __all__ = ["FrozenLevelRoute", "HostHooks"]
 
@@ -147,7 +148,8 @@ class FrozenLevelRoute:
         self.ledger, self.shares, self.accumulation = ledger, shares, int(accumulation)
         self.payback = bool(payback)
         self.cache = cache
-        self.judge = CacheJudge(cache, judge_cache, self.ranks) if cache is not None else None
+        self.log = DecisionLog()
+        self.judge = CacheJudge(cache, judge_cache, self.ranks, self.decide) if cache is not None else None
         self.active, self.caching = True, cache is not None
         self.aside = None
         self.steps_per_epoch = None
@@ -158,6 +160,8 @@ class FrozenLevelRoute:
         self._level = 0  # the host mirror of the schedule's frozen level
         self._read = (0, 0)  # (calls, updates) when the schedule's updates were last read
         self._level_changes_at = 0  # the update count from which the level may differ from the mirror; None: never
+        self._schedule_logged = 0  # the schedule's decisions logged so far
+        self._paying_said = ()  # the paying levels the last payback decision recorded
 
     @property
     def required(self):
@@ -166,7 +170,7 @@ class FrozenLevelRoute:
 
     def cells(self):
         """Every step the route may run, and the ledger (for the train cell's Cell tree)."""
-        return [*self.uncached.values(), *self.cached.values()] + ([self.ledger] if self.ledger is not None else [])
+        return [*self.uncached.values(), *self.cached.values(), self.log] + ([self.ledger] if self.ledger else [])
 
     def fit_run(self, steps_per_epoch):
         """The run's steps (train-cell calls) per epoch, which the cache's rules need."""
@@ -180,6 +184,7 @@ class FrozenLevelRoute:
             self.caching, self.aside = False, why
             self.cache.clear()
             warn_user(why)
+            self.decide("cache", "cache: drop", why)
 
     def step_aside(self, why):
         """Stop taking steps for the rest of the run (the cell's own step takes them, with the levels it compiles
@@ -190,6 +195,7 @@ class FrozenLevelRoute:
             else:
                 self.aside = why
                 warn_user(why)
+            self.decide("route", "stepped aside", why)
             if self.payback:
                 self.schedule.allow(self.schedule.one_level())
             self.active = False
@@ -207,6 +213,10 @@ class FrozenLevelRoute:
                 self._check_ranks_agree(cell)
             if self.ledger is not None:
                 self.ledger.load()
+            self.log.load()
+            if any(decision.part == "payback" for decision in self.log.records):  # resumed: what it last allowed
+                self._paying_said = tuple(k for k in self.schedule.allowed_levels()
+                                          if k > self.schedule.frozen_for_good())
         level = self._frozen_level()
         self._calls += 1
         if self.ledger is not None:
@@ -221,6 +231,7 @@ class FrozenLevelRoute:
             self.ledger.restart()  # the probe serves the cache, not the step: timed as neither
         if self.ledger is not None and (self._calls - 1) % self.cadence == 0:
             self.ledger.sync()  # what a checkpoint holds: every figure up to this weighing
+            self.log.sync()
             self._weigh(level)
         if level == 0 or not (self.caching and self.judge.started):
             return self.uncached[level](*inputs)[0]
@@ -249,9 +260,24 @@ class FrozenLevelRoute:
         updates = self.schedule.applied_updates()
         self._read = (self._calls, updates)
         if updates >= self._level_changes_at:
-            self._level = self.schedule.frozen_for_good()
+            level = self.schedule.frozen_for_good()
+            if level != self._level:
+                self._log_schedule()
+            self._level = level
             self._level_changes_at = self.schedule.level_changes_at(updates)
         return self._level
+
+    def decide(self, part, action, reason, figures=()):
+        """Record a decision of ``part`` (``Decision``), made now, and log it once."""
+        self.log.add(Decision(self.schedule.applied_updates(), part, action, reason, tuple(figures),
+                              self.schedule.plan.total_steps))
+
+    def _log_schedule(self):
+        """Log the schedule's decisions made since the last that was logged (rendered from its Parameters)."""
+        decisions = schedule_decisions(self.schedule)
+        for decision in decisions[self._schedule_logged:]:
+            LOG.info(decision.line())
+        self._schedule_logged = len(decisions)
 
     def _check_ranks_agree(self, cell):
         """Data-parallel, before the first step: every rank was given the same steps per epoch (one AllGather). The
@@ -334,7 +360,8 @@ class FrozenLevelRoute:
             self._allow(costs, level, steps_left, updates)
         if judging:
             allowed = self._allowed if self._allowed is not None else self.schedule.allowed_levels()
-            why = self.judge.weigh(costs, level, steps_left, self.steps_per_epoch, deeper=max(allowed) > level)
+            deeper = max(allowed) if max(allowed) > level else None
+            why = self.judge.weigh(costs, level, steps_left, self.steps_per_epoch, deeper=deeper)
             if why is not None:
                 self.drop_cache(why)
 
@@ -346,15 +373,44 @@ class FrozenLevelRoute:
         if allowed != self._allowed:
             self.schedule.allow([k in allowed for k in range(levels)])
             self._allowed = allowed
+        if paying != tuple(k for k in self._paying_said if k > level):  # not merely a level reached since
+            self._record_paying(costs, level, steps_left, paying)
+        self._paying_said = paying
         if paying or level > 0 or self._unpaid_warned or 0 not in costs.step or not costs.compile:
             return
         if updates + plan.criterion.interval >= plan.first_frozen_update:
             self._unpaid_warned = True
-            warn_user(f"Gradient freezing does not pay in this run ('grad_freeze.payback'): at update {updates} of "
-                      f"{plan.total_steps}, a step costs {costs.step[0] * 1e3:.1f} ms and a frozen level's compile "
-                      f"about {compile_estimate(costs, level + 1):.2f} s, so no level's saving over the {steps_left} "
-                      "steps left repays its compile. The run trains every group, as O0 does, while that holds; set "
-                      "'grad_freeze.payback' to false to freeze regardless.")
+            why = (f"Gradient freezing does not pay in this run ('grad_freeze.payback'): at update {updates} of "
+                   f"{plan.total_steps}, a step costs {costs.step[0] * 1e3:.1f} ms and a frozen level's compile "
+                   f"about {compile_estimate(costs, level + 1):.2f} s, so no level's saving over the {steps_left} "
+                   "steps left repays its compile. The run trains every group, as O0 does, while that holds; set "
+                   "'grad_freeze.payback' to false to freeze regardless.")
+            warn_user(why)
+            self.decide("payback", "no level pays", why, self._payback_figures(costs, level, level + 1, steps_left))
+
+    def _record_paying(self, costs, level, steps_left, paying):
+        """Record that the levels that pay changed (``paying``, above ``level``), with the deepest one's figures."""
+        if paying:
+            deepest = max(paying)
+            gain = steps_left * (expected_saving(costs, deepest) - expected_saving(costs, level))
+            action = f"allowed level{'s' if len(paying) > 1 else ''} {', '.join(map(str, paying))}"
+            reason = (f"level {deepest} pays: {steps_left} steps left x its saving a step = {gain:.2f} s > its "
+                      f"compile, about {compile_estimate(costs, deepest):.2f} s")
+        else:
+            action, deepest = "allowed no deeper level", level + 1
+            reason = f"no level above {level} repays its compile in the {steps_left} steps left"
+        self.decide("payback", action, reason, self._payback_figures(costs, level, deepest, steps_left))
+
+    @staticmethod
+    def _payback_figures(costs, level, deeper, steps_left):
+        """The figures payback weighs ``deeper`` by, from ``level``: the full step, the saving, the compile."""
+        figures = [Figure("full step", costs.step[0] * 1e3, "ms"), Figure("steps left", steps_left, "steps")]
+        saving = expected_saving(costs, deeper) - expected_saving(costs, level)
+        figures.append(Figure(f"level {deeper}'s saving a step", saving * 1e3, "ms", saving_source(costs, deeper)))
+        compile_seconds = compile_estimate(costs, deeper)
+        if compile_seconds is not None:
+            figures.append(Figure(f"level {deeper}'s compile", compile_seconds, "s", compile_source(costs, deeper)))
+        return figures
 
     def _judge(self, level, rows, new_level, repeated):
         """Drop the cache where it cannot pay (see the class docstring)."""

@@ -17,6 +17,7 @@ from .config import BoostConfig, latest_config, warn_user
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
+from .freezing.decisions import schedule_decisions
 from .host_hooks import HostHooks
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .rules import check
@@ -211,6 +212,19 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
     def freeze_plan(self):
         """The ``FreezePlan`` the freezing schedule follows (``boost_cells.freezing.plan``); None without freezing."""
         return self.train_step.schedule.plan if self.freeze else None
+
+    @property
+    def decisions(self):
+        """The freezing decisions of the run so far, in update order (a tuple of
+        ``boost_cells.freezing.decisions.Decision``; ``line()`` reads each as the log showed it): the automatic
+        schedule's freezes (from its Parameters), and the host route's payback and cache decisions; () without
+        freezing. A checkpoint holds them all, so a resumed run lists what the interrupted one decided."""
+        if not self.freeze:
+            return ()
+        made = list(schedule_decisions(self.train_step.schedule))
+        if self.level_route is not None:
+            made += self.level_route.log.records
+        return tuple(sorted(made, key=lambda decision: decision.update))
 
     def fit_to_run(self, total_steps=None, steps_per_epoch=None):
         """Tell the cell about the run it trains in, before its first step (``Model.train`` does).

@@ -105,6 +105,8 @@ class BoostMonitor(Callback):
             method (the protocol: a host-side method returning ``{name: number}``, called once per interval),
             e.g. ``{"accumulation_step": 2}`` (micro-steps done in the current cycle) or ``{"freeze_group": 3}``
             (the first layer group the next step trains); empty when no feature reports.
+        decisions (list of dict): the train cell's freezing decisions (``decisions``) made since the last record,
+            each a ``Decision.to_dict()`` with its one-line reading under "line" (printed under the record's line).
 
     Records end on multiples of ``interval`` (``step`` 10, 20, ... for ``interval`` 10), also after a resume, so a
     resumed log lines up with an uninterrupted one; ``close()`` reports a last partial interval.
@@ -157,6 +159,8 @@ class BoostMonitor(Callback):
         self._started = time.perf_counter()
         self._optimizer = None
         self._state_parts = []
+        self._train_cell = None
+        self._decisions_reported = set()  # the decision lines already in a record
         self._global_step = None
         if train_cell is not None:
             self.bind(train_cell)
@@ -209,6 +213,7 @@ class BoostMonitor(Callback):
             optimizer = getattr(optimizer, "optimizer", None)  # a wrapper (FreezeOpt) holds the real one
         self._optimizer = optimizer
         self._state_parts = _state_parts(train_cell)
+        self._train_cell = train_cell
         self._global_step = self._read_global_step()
 
     def _read_global_step(self):
@@ -230,6 +235,14 @@ class BoostMonitor(Callback):
         self._pending.append(outputs)
         self._samples += batch_size
         return self.report() if (self.step + len(self._pending)) % self.interval == 0 else None
+
+    def _new_decisions(self):
+        """The train cell's freezing decisions (its ``decisions``) not yet in a record: each as its ``to_dict()`` with
+        its ``line()`` under "line"."""
+        new = [decision for decision in getattr(self._train_cell, "decisions", ())
+               if decision.line() not in self._decisions_reported]
+        self._decisions_reported.update(decision.line() for decision in new)
+        return [{**decision.to_dict(), "line": decision.line()} for decision in new]
 
     def report(self):
         """Report the steps recorded since the last report (nothing when there are none); returns the record."""
@@ -256,6 +269,7 @@ class BoostMonitor(Callback):
         }
         for part in self._state_parts:
             record["features"].update(part.monitor_state())
+        record["decisions"] = self._new_decisions()
         self._global_step = global_step
         self._pending, self._samples, self._started = [], 0, time.perf_counter()
         self._emit(record)
@@ -336,7 +350,8 @@ def format_record(record):
     if record["samples_per_s"] is not None:
         parts.append(f"{record['samples_per_s']:.1f} samples/s")
     parts.extend(f"{key.replace('_', ' ')} {value}" for key, value in record["features"].items())
-    return "  ".join(parts)
+    decided = [decision["line"] for decision in record.get("decisions", ())]
+    return "  ".join(parts) + "".join(f"\n  decided at {line}" for line in decided)
 
 
 def read_run(path):

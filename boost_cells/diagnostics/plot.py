@@ -1,4 +1,5 @@
-"""Draw a ``BoostMonitor`` run log: loss, loss scale (log axis) with the overflow steps marked, and throughput.
+"""Draw a ``BoostMonitor`` run log: loss, loss scale (log axis) with the overflow steps marked, and throughput; a dotted
+line at the update of each freezing decision the log records.
 
 ``python -m boost_cells.plot RUN.jsonl -o RUN.png``. matplotlib is an optional extra
 (``pip install 'boost_cells[plot]'``); without it the command says so and exits with code 2.
@@ -48,6 +49,9 @@ def plot_run(records, output, title=None):
     speed_ax.set_xlabel("step")
     for axis in (loss_ax, scale_ax, speed_ax):
         axis.grid(True, alpha=0.3)
+        for record in records:  # a freezing decision: a dotted line at its update (a step, without accumulation)
+            for decision in record.get("decisions", ()):
+                axis.axvline(decision["update"], color="tab:gray", linestyle=":", linewidth=1)
     if title:
         loss_ax.set_title(title)
     figure.tight_layout()

@@ -34,8 +34,9 @@ pass is one product a layer where its backward pass, which freezing skipped, is 
 """
 import dataclasses
 
-__all__ = ["Costs", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving", "compile_estimate",
-           "expected_saving", "largest_compile", "layer_shares", "paying_levels"]
+__all__ = ["Costs", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving", "cache_saving_source",
+           "compile_estimate", "compile_source", "expected_saving", "largest_compile", "layer_shares", "paying_levels",
+           "saving_source"]
 
 PRIOR_SAVING = 1 / 3  # the least share of a prefix's step time that freezing it saves (its weight gradients)
 FORWARD_SHARE = 1 / 2  # a prefix's forward pass against its backward pass (one product a layer against two)
@@ -88,6 +89,31 @@ def expected_saving(costs, level):
     else:
         per_share = full * PRIOR_SAVING
     return per_share * costs.shares[level]
+
+
+def saving_source(costs, level):
+    """Where ``expected_saving(costs, level)`` comes from, in words: measured, scaled from a measured level, or the
+    prior (named)."""
+    if level in costs.step:
+        return "measured"
+    measured = [k for k in costs.step if k > 0 and costs.shares[k] > 0]
+    if measured:
+        return f"estimate: level {max(measured)}'s measured saving, scaled by the layers' shares"
+    return "prior: PRIOR_SAVING, a third of the full step a share of layers"
+
+
+def compile_source(costs, level):
+    """Where ``compile_estimate(costs, level)`` comes from, in words."""
+    if level in costs.compile:
+        return "measured: compiled already, paid"
+    return "estimate: the run's largest measured compile"
+
+
+def cache_saving_source(costs, level):
+    """Where ``cache_saving(costs, level)`` comes from, in words."""
+    if level in costs.step and level in costs.cached_step:
+        return "measured"
+    return f"prior: FORWARD_SHARE, half of the level's saving ({saving_source(costs, level)})"
 
 
 def largest_compile(costs):

@@ -319,8 +319,13 @@ class AutoSchedule(nn.Cell):
         return after
 
     def monitor_state(self):
-        """For ``BoostMonitor``: each segment's displacement at the last decision."""
-        return {"freeze_displacement": [round(float(d), 6) for d in self.displacement.asnumpy()]}
+        """For ``BoostMonitor``: each segment's displacement at the last decision; with ``loss_drop``, the share by
+        which the last interval's mean training loss lies below the first's (None before two intervals)."""
+        state = {"freeze_displacement": [round(float(d), 6) for d in self.displacement.asnumpy()]}
+        if self.loss_drop > 0:
+            first, last, intervals = (float(value) for value in self.loss.asnumpy())
+            state["freeze_loss_drop"] = round((first - last) / abs(first), 4) if intervals > 1 and first else None
+        return state
 
 
 def make_schedule(freeze_opt):
