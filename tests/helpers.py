@@ -527,8 +527,9 @@ def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_ste
 
 
 def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0, allowed=(2,),
-                   allowed_from=0, loss_drop=0.0):
-    """Momentum training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
+                   allowed_from=0, loss_drop=0.0, adam=False):
+    """Momentum (or, with ``adam``, MindSpore's Adam: beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected step size)
+    training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
     rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
     WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against
     its weights' copy s from the decision before (the initial weights before the first); a segment is quiet when its
@@ -543,6 +544,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
     parameters)."""
     params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
     velocity = [np.zeros_like(p) for p in params]
+    second = [np.zeros_like(p) for p in params]  # Adam's second moment (velocity is its first)
     segment = [0] * 4 + [1] * 4 + [2] * 4
     copies = [p.astype(np.float32).copy() for p in params]
 
@@ -556,9 +558,15 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
         x, y = x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64)
         losses.append(np.mean((numpy_mlp(params, x) - y) ** 2))
         grads = numpy_mlp_grads(params, x, y)
+        step_size = lr * np.sqrt(1 - 0.999 ** (updates + 1)) / (1 - 0.9 ** (updates + 1))
         for j in range(GROUP_STARTS[frozen], len(params)):
-            velocity[j] = momentum * velocity[j] + grads[j]
-            params[j] = params[j] - lr * velocity[j]
+            if adam:
+                velocity[j] = 0.9 * velocity[j] + 0.1 * grads[j]
+                second[j] = 0.999 * second[j] + 0.001 * grads[j] ** 2
+                params[j] = params[j] - step_size * velocity[j] / (np.sqrt(second[j]) + 1e-8)
+            else:
+                velocity[j] = momentum * velocity[j] + grads[j]
+                params[j] = params[j] - lr * velocity[j]
         updates += 1
         if updates % INTERVAL == WARMUP % INTERVAL:
             moved, size = np.zeros(3), np.zeros(3)

@@ -171,3 +171,27 @@ def test_nothing_freezes_before_the_network_has_learned(mode, learnable, thresho
     assert intervals == (10 if loss_drop > 0 else 0)
     if loss_drop > 0:
         assert (first - last >= 0.5 * abs(first)) == learnable
+
+
+@pytest.mark.parametrize("head_ratio, freezes_after", [(0.5, None), (0.9, 5)])
+def test_under_adam_the_threshold_is_not_applied(mode, head_ratio, freezes_after):
+    """Adam moves every weight by about its learning rate whatever the gradient, so a segment's displacement says
+    nothing of whether it still learns: the TanhMLP under Adam at 0.01 moves its segments far below the threshold
+    (2.6 per 100 updates) from the first decision, and a Momentum-style rule would freeze the front after update 3.
+    Under Adam the threshold is not applied: at ``auto_head_ratio`` 0.5 nothing freezes (the front moves as fast as
+    the head); at 0.9 a segment settles by moving less than 0.9 times the head, after update 5. Both modes; trace and weights as the NumPy rendering of Adam's."""
+    net, net_with_loss, opt = mlp_setup("adam")
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config(head_ratio=head_ratio))
+    assert cell.train_step.schedule.normalised_by == "Adam"
+    batches = [data(step_index) for step_index in range(STEPS)]
+    threshold_trace, _ = numpy_auto_run(net, batches, lr=0.01, adam=True, head_ratio=head_ratio)
+    assert threshold_trace.index(2) == 3  # what applying the threshold would do
+    expected_trace, expected = numpy_auto_run(net, batches, lr=0.01, adam=True, threshold=0.0, head_ratio=head_ratio)
+    trace = []
+    for inputs in batches:
+        trace.append(cell.train_step.current_index())
+        cell(*inputs)
+    assert trace == expected_trace
+    assert (trace.index(2) if 2 in trace else None) == freezes_after
+    for got, want in zip(net.trainable_params(), expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-4, atol=1e-5)

@@ -101,10 +101,15 @@ def schedule_decisions(schedule):
                    for segment in range(level)]
         if criterion.head_ratio > 0:
             figures.append(Figure("displacement of the head", float(row[groups - 1]), "per 100 updates"))
-        figures.append(Figure("auto_threshold", criterion.threshold, "per 100 updates", "config"))
-        reason = (f"segment{'s' if level > 1 else ''} {_span(level)} settled (displacement below auto_threshold"
-                  + (f" or auto_head_ratio {criterion.head_ratio:g} of the head's" if criterion.head_ratio > 0
-                     else "") + ", at this decision and the one before)")
+        if schedule.normalised_by:
+            below = f"auto_head_ratio {criterion.head_ratio:g} of the head's (auto_threshold not applied: " \
+                f"{schedule.normalised_by} normalises its steps)"
+        else:
+            figures.append(Figure("auto_threshold", criterion.threshold, "per 100 updates", "config"))
+            below = "auto_threshold" + (f" or auto_head_ratio {criterion.head_ratio:g} of the head's"
+                                        if criterion.head_ratio > 0 else "")
+        reason = (f"segment{'s' if level > 1 else ''} {_span(level)} settled (displacement below {below}, at this "
+                  "decision and the one before)")
         if criterion.loss_drop > 0:
             first, last = float(row[groups]), float(row[groups + 1])
             fell = (first - last) / abs(first) if first else 0.0

@@ -117,6 +117,12 @@ class AutoSchedule(nn.Cell):
       freezes group by group where steps are dear, and at once, or not at all, where compiles are. The work runs
       only at a decision (a branch of the compiled step, over each segment's weights flattened into one vector, so
       the branch compiles small), a step between decisions costs a counter, and no step reads anything on the host.
+    - Under an optimizer that normalises its steps (Adam and its kin, RMSProp, Lamb, LARS, Lion, ...:
+      ``normalised_steps``), every weight moves by about the learning rate whatever its gradient, so a segment's
+      displacement measures the learning rate against the weights' size, not whether the segment still learns
+      (bench/o1_speedup.py's transformer: every segment below 0.4 from the first decision, at chance as at the end).
+      There ``threshold`` is not applied: a segment is quiet only when it moves less than ``head_ratio`` times the
+      head, which the same normalisation moves alike (0: nothing freezes under such an optimizer).
     - A front cannot have settled while the network has not learned: a whole network standing still on a plateau
       (at chance, as a transformer trained with Adam does for an epoch or two) moves little everywhere, and under
       Adam-type optimizers every weight moves by about the learning rate whatever its gradient, so displacement
@@ -134,6 +140,8 @@ class AutoSchedule(nn.Cell):
             such condition).
         segment_of (dict): ``{id(parameter): segment}`` for every trained parameter (its segment: the last group
             that holds it). weights (ParameterTuple): the trained weights (the unfrozen optimizer's), in order.
+        normalised_by (str): the optimizer's class name where it normalises its steps (``normalised_steps``): the
+            threshold is then not applied; None (default): it is.
 
     Parameters (state, checkpointed):
         grad_freeze.frozen (int32): leading groups frozen for good; steps train from this group.
@@ -155,10 +163,11 @@ class AutoSchedule(nn.Cell):
             ``loss_drop``); zeros for a level not frozen. The decision records read these.
     """
 
-    def __init__(self, plan, segment_of, weights):
+    def __init__(self, plan, segment_of, weights, normalised_by=None):
         super().__init__(auto_prefix=False)
         self.segment_of = dict(segment_of)
         self.groups = plan.groups
+        self.normalised_by = normalised_by
         self.fit(plan)
         self.frozen = Parameter(_int32(0), name="grad_freeze.frozen", requires_grad=False)
         self.updates = Parameter(_int32(0), name="grad_freeze.updates", requires_grad=False)
@@ -191,7 +200,7 @@ class AutoSchedule(nn.Cell):
         self.frozen_levels = plan.frozen_levels
         self.interval = plan.criterion.interval
         self.warmup = plan.criterion.warmup
-        self.threshold = plan.criterion.threshold
+        self.threshold = 0.0 if self.normalised_by else plan.criterion.threshold
         self.head_ratio = plan.criterion.head_ratio
         self.loss_drop = plan.criterion.loss_drop
         self.interval_end = self.warmup % self.interval  # updates % interval where every interval ends
@@ -328,10 +337,25 @@ class AutoSchedule(nn.Cell):
         return state
 
 
+# Optimizer families whose step per weight is normalised (by a running root mean square of the gradient, its sign,
+# or a layer's trust ratio), matched in the lower-cased class names of the optimizer's type and its bases: Adam and
+# its kin (AdamW, AdamWeightDecay, LazyAdam, AdaMax, NAdam, Adan), AdaFactor, Adagrad, Adadelta, Lamb, RMSProp,
+# Rprop, FTRL, LARS, Lion.
+NORMALISED_STEPS = ("ada", "lamb", "rmsprop", "rprop", "ftrl", "lars", "lion")
+
+
+def normalised_steps(optimizer):
+    """The optimizer's class name (the first of its type and bases, in order) that marks it as one whose step per
+    weight is normalised (``NORMALISED_STEPS``), or None."""
+    return next((kind.__name__ for kind in type(optimizer).__mro__
+                 if any(family in kind.__name__.lower() for family in NORMALISED_STEPS)), None)
+
+
 def make_schedule(freeze_opt):
-    """The schedule of a ``FreezeOpt``'s plan: an ``AutoSchedule`` over its segments for an "auto" plan, else a
-    ``SequenceSchedule``."""
+    """The schedule of a ``FreezeOpt``'s plan: an ``AutoSchedule`` over its segments for an "auto" plan (told
+    whether its optimizer normalises its steps), else a ``SequenceSchedule``."""
     plan = freeze_opt.plan
     if plan.kind != "auto":
         return SequenceSchedule(plan)
-    return AutoSchedule(plan, freeze_opt.segment_of(), freeze_opt.optimizer.parameters)
+    return AutoSchedule(plan, freeze_opt.segment_of(), freeze_opt.optimizer.parameters,
+                        normalised_by=normalised_steps(freeze_opt.optimizer))
