@@ -14,9 +14,7 @@ Wherever a config path is accepted, a str that is no file's path may name a conf
 (``"O1"``: the shipped ``O1.json``, ``boost_cells.shipped``); an existing file wins over a name, and anything else is
 a ``FileNotFoundError`` that lists the names. ``BoostConfig.level("O1")`` stays the reference's bare level.
 
-The one process-wide value the reference's API implies lives here too: the config of the most recent
-``AutoBoost`` (``latest_config()``), which train cells built without ``boost_config=`` use. ``AutoBoost`` sets it
-(``set_latest_config``); ``reset_latest_config()`` forgets it (the test suite does so around every test).
+The config in force in the process (the latest ``AutoBoost``'s) lives in ``boost_cells.config_in_force``.
 """
 import copy
 import difflib
@@ -31,7 +29,7 @@ from .rules import MAX_LOSS_SCALE, check_scale_bounds
 from .shipped import shipped_configs
 
 __all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds",
-           "freeze_keys_unread", "latest_config", "reset_latest_config", "set_latest_config", "warn_user"]
+           "freeze_keys_unread", "warn_user"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -466,31 +464,3 @@ class BoostConfig:
             object.__setattr__(self, name, value)
             return
         raise AttributeError("BoostConfig is immutable; build a new one with BoostConfig.from_dict.")
-
-
-_latest = None  # the config of the most recent AutoBoost; see latest_config()
-
-
-def latest_config():
-    """The BoostConfig of the most recent ``AutoBoost``, or level O0 when none was made (or after
-    ``reset_latest_config``). Train cells built without ``boost_config=`` use it, as the reference's cells use
-    its process-wide ``AutoBoost``; a later ``AutoBoost`` replaces it, so configs never stick to each other."""
-    return _latest if _latest is not None else BoostConfig.level("O0")
-
-
-def set_latest_config(config):
-    """Make ``config`` (a BoostConfig, a dict or a JSON path) the one ``latest_config()`` returns; returns it as a
-    BoostConfig. ``AutoBoost.__init__`` calls this.
-
-    Raises:
-        TypeError, ValueError: as ``BoostConfig.coerce``.
-    """
-    global _latest  # pylint: disable=global-statement
-    _latest = BoostConfig.coerce(config)
-    return _latest
-
-
-def reset_latest_config():
-    """Forget the latest ``AutoBoost`` config: ``latest_config()`` is level O0 again."""
-    global _latest  # pylint: disable=global-statement
-    _latest = None

@@ -13,7 +13,8 @@ import warnings
 import mindspore as ms
 from mindspore import nn, ops
 
-from .config import BoostConfig, latest_config, warn_user
+from .config import BoostConfig, warn_user
+from .config_in_force import latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen

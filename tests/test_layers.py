@@ -103,8 +103,8 @@ def test_the_private_access_checker_fails_a_broken_sample():
 
 def test_no_module_level_mutable_state():
     """No registry, cache or table that one caller could change for every other: module-level constants are
-    tuples, frozensets or read-only mappings. (``config.latest_config()`` is the one process-wide value; it is
-    held as a plain reference, set only through ``set_latest_config``/``reset_latest_config``.)"""
+    tuples, frozensets or read-only mappings. (``config_in_force.latest_config()`` is the one process-wide value;
+    it is held as a plain reference, set only through ``set_latest_config``/``reset_latest_config``.)"""
     offenders = []
     for info in pkgutil.walk_packages(boost_cells.__path__, "boost_cells."):
         module = importlib.import_module(info.name)
