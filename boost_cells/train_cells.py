@@ -7,7 +7,6 @@ reference's documented methods and flags are kept for subclasses that write thei
 ports of YOLOv5/YOLOv7 add EMA or gradient clipping that way). Host-side features (the first-overflow report) are
 host hooks (``boost_cells.host_hooks``).
 """
-import functools
 import warnings
 
 import mindspore as ms
@@ -123,24 +122,14 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self._init_boost(network, optimizer, sens, boost_config)
         self._build_step()
 
-    def __init_subclass__(cls, **kwargs):
-        """A subclass's ``__init__`` may assign its own ``grad_reducer`` (as subclasses of ``nn.TrainOneStepCell``
-        do); when it returns, the cell hands that reducer to the full step's update strategy
-        (``UpdateStrategy.set_grad_reducer``), so ``construct`` applies it. Frozen suffix steps keep their own
-        reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            return
-
-        @functools.wraps(init)
-        def __init__(self, *args, **kwargs):
-            init(self, *args, **kwargs)
-            if id(self.grad_reducer) != self._built_reducer:
-                self.update.set_grad_reducer(self.grad_reducer)
-                self._built_reducer = id(self.grad_reducer)
-
-        cls.__init__ = __init__
+    def __setattr__(self, name, value):
+        """A ``grad_reducer`` assigned once the step is built (a subclass's ``__init__`` assigns its own, as subclasses
+        of ``nn.TrainOneStepCell`` do) becomes the full step's cross-rank reduction too
+        (``UpdateStrategy.set_grad_reducer``), so the cell's own ``construct`` applies it. Frozen suffix steps keep
+        their own reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
+        super().__setattr__(name, value)
+        if name == "grad_reducer" and getattr(self, "_step_built", False):
+            self.update.set_grad_reducer(value)
 
     def _build_step(self, report=(), **scaling):
         """Everything the cell can run, from the step builder (``boost_cells.steps.build_step``): ``train_step``
@@ -151,10 +140,10 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         built = build_step(self.network, self.optimizer, self.boost_config, self.parallel, who=type(self).__name__,
                            own_construct=type(self).construct is BoostTrainOneStepCell.construct, sens=self.sens,
                            **scaling)
-        self.train_step, self.update, self.adasum = built.train_step, built.update, built.adasum
-        self.enable_adasum = built.adasum is not None
+        self.train_step, self.update = built.train_step, built.update
+        self.adasum = built.update.adasum_part()
+        self.enable_adasum = self.adasum is not None
         self.grad_reducer = built.update.grad_reducer if built.update.grad_reducer is not None else nn.Identity()
-        self._built_reducer = id(self.grad_reducer)  # the reducer the cell built (a subclass may assign its own)
         self.level_route = built.level_route
         self.prefix_cache = None if built.level_route is None else built.level_route.cache
         if built.level_route is not None:
@@ -163,6 +152,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self._assumed_run = self._run_assumption()
         self._less_bn_mode_unchecked = is_less_bn(self.network)
         self._name_own_state()
+        self._step_built = True  # a grad_reducer assigned from now on is the full step's (__setattr__)
 
     def _run_assumption(self):
         """What the first call says when the freezing schedule depends on the run's length but the config left
@@ -257,12 +247,12 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
 
     def gradient_accumulation_process(self, loss, grads, sens, *inputs):
         """Accumulate ``grads`` (already reduced by ``grad_reducer``, as in the reference's ``construct``); on the
-        cycle's last micro-step apply their mean (through AdaSum when on). ``sens`` and ``inputs`` are the
-        reference's arguments, unused. Returns ``loss`` depending on it."""
+        cycle's last micro-step apply their mean (through AdaSum when on). ``sens`` is the reference's argument,
+        unused; ``inputs`` reach the update strategy (``step_reduced``). Returns ``loss`` depending on it."""
         if not self.use_grad_accumulation:
             raise ValueError(f"For '{type(self).__name__}', 'gradient_accumulation_process' needs gradient "
                              "accumulation on (a config with 'grad_accumulation' and a step count >= 2).")
-        return self.update.step_reduced(loss, grads)[0]
+        return self.update.step_reduced(loss, grads, inputs)[0]
 
     def adasum_process(self, loss, grads):
         """One optimizer step on ``grads`` (already averaged within the AdaSum group by ``grad_reducer``), then the
@@ -270,7 +260,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         if self.adasum is None:
             raise ValueError(f"For '{type(self).__name__}', 'adasum_process' needs AdaSum on (a config with 'adasum' "
                              "in data-parallel training).")
-        return self.adasum.step_reduced(loss, grads)[0]
+        return self.adasum.step_reduced(loss, grads, ())[0]
 
     def construct(self, *inputs):
         if not self.host_hooks_ready:  # a constant while compiling (HostHooks)

@@ -9,7 +9,7 @@ import pytest
 from mindspore import Parameter, Tensor, nn, ops
 
 from boost_cells import AutoBoost, BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, \
-    BoostTrainOneStepWithLossScaleCell, DimReduce, build_train_network
+    BoostTrainOneStepWithLossScaleCell, DimReduce, FreezeOpt, build_train_network
 from boost_cells.updates.dim_reduce import bfgs
 from boost_cells.updates.pca import load_trajectory, pca_matrix, randomized_pca
 from tests.helpers import HUGE, Linear, NumpyDimReduce, batch, linear_setup, numpy_mse_grads, numpy_mse_loss
@@ -362,3 +362,16 @@ def test_dim_reduce_share_waits_with_a_huge_timeout_instead_of_raising_overflow(
     monkeypatch.setattr(dim_reduce.ops, "AllReduce", lambda: (lambda tensor: tensor))
     shared = dim_reduce.share_from_rank0(np.ones((2, 3), np.float32), 0, 10 ** 30)
     np.testing.assert_array_equal(shared, np.ones((2, 3), np.float32))
+
+
+def test_gradient_freezing_with_dim_reduce_is_refused_naming_both(tmp_path):
+    """DimReduce's subspace spans every weight, so it has no suffix step; a FreezeOpt with a DimReduce config used to
+    fail with a bare NotImplementedError from the update contract."""
+    net, net_with_loss, opt = linear_setup()
+    path = tmp_path / "pca.npy"
+    np.save(path, np.linalg.qr(np.random.RandomState(3).randn(15, 2))[0].T.astype(np.float32))
+    freeze = FreezeOpt(opt, [net.trainable_params()[:1], net.trainable_params()[1:]], [0, 1])
+    config = {"boost": {"mode": "manual", "dim_reduce": True}, "dim_reduce": {"n_components": 2,
+                                                                             "pca_mat_path": str(path)}}
+    with pytest.raises(ValueError, match="gradient freezing cannot train a suffix .* Switch 'grad_freeze' off"):
+        BoostTrainOneStepCell(net_with_loss, freeze, boost_config=config)

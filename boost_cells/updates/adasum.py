@@ -135,7 +135,7 @@ class AdaSumUpdate(UpdateStrategy):
     Parameters (state, checkpointed):
         adasum.old.<weight name>: the weights before this step's optimizer update.
 
-    ``grad_reducer`` is the mean within the group (None for groups of one rank); ``step_reduced(loss, grads)`` takes
+    ``grad_reducer`` is the mean within the group (None for groups of one rank); ``step_reduced(loss, grads, inputs)`` takes
     gradients already averaged within the group (the reference's order).
 
     Raises:
@@ -168,7 +168,10 @@ class AdaSumUpdate(UpdateStrategy):
     def for_suffix(self, optimizer):
         return AdaSumUpdate(optimizer, self.info, self.device_number, shared=self)
 
-    def step_reduced(self, loss, grads):
+    def adasum_part(self):
+        return self
+
+    def step_reduced(self, loss, grads, inputs):
         saved = self.hyper_map(_store, self.old_weights, self.weights)
         loss = ops.depend(loss, self.optimizer(ops.depend(grads, saved)))
         deltas = self.hyper_map(ops.partial(_delta, loss), self.old_weights, self.weights)

@@ -89,8 +89,8 @@ class DimReduce(UpdateStrategy):
 
     Inputs: ``loss`` (Tensor, this rank's loss), ``grads`` (tuple of Tensor, this rank's unscaled gradients),
     ``*inputs`` (the step's network inputs, for the line search).
-    Outputs: ``loss``, depending on the update. (``step_reduced`` and ``for_suffix`` do not apply: the line search
-    needs the inputs, and DimReduce trains every weight, alone.)
+    Outputs: ``loss``, depending on the update. ``step_reduced(loss, grads, inputs)`` takes gradients already
+    reduced across ranks; ``for_suffix`` refuses, as DimReduce trains every weight at once.
 
     Raises:
         TypeError: ``network`` is not a Cell, or a weight is not float32. ValueError: an argument out of range (each
@@ -165,9 +165,16 @@ class DimReduce(UpdateStrategy):
     def construct(self, loss, grads, *inputs):
         return self.step(loss, grads, inputs)[0]
 
-    def step(self, loss, grads, inputs):
-        if self.grad_reducer is not None:
-            grads = self.grad_reducer(grads)
+    def for_suffix(self, optimizer):
+        raise ValueError("For 'DimReduce', gradient freezing cannot train a suffix of the weights with DimReduce: its "
+                         "PCA subspace and line search span every weight at once, so a step over a suffix alone has no "
+                         "meaning. Switch 'grad_freeze' off (a config with 'dim_reduce' on does), or 'dim_reduce' "
+                         "off, or pass the optimizer itself rather than a FreezeOpt.")
+
+    def step_reduced(self, loss, grads, inputs):
+        if not inputs:
+            raise ValueError("For 'DimReduce', 'inputs' must be the step's network inputs, which the line search runs "
+                             "the network on, but got none.")
         old_loss = self._mean_loss(loss)
         flat = flatten(self.hyper_map, grads)
         gk = ops.matmul(self.pca, ops.reshape(flat, (-1, 1)))
