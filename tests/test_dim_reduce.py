@@ -364,6 +364,31 @@ def test_dim_reduce_share_waits_with_a_huge_timeout_instead_of_raising_overflow(
     np.testing.assert_array_equal(shared, np.ones((2, 3), np.float32))
 
 
+def test_construct_takes_the_reference_argument_list():
+    """The reference's call, DimReduce(...)(loss, old_grad, loss_scale, weight, weight_clone, *inputs): gradients
+    scaled by loss_scale, already reduced; the clone receives the weights after the step. The construct took
+    (loss, grads, *inputs), so such a call handed the scale and the weights to the network as inputs. The same step
+    through the strategy's own call, step_reduced(loss, grads, inputs), gives the same weights."""
+    x, y = (Tensor(a) for a in batch(seed=20))
+    pca = np.linalg.qr(np.random.RandomState(3).randn(15, 2))[0].T.astype(np.float32)
+    cells = []
+    for _ in range(2):
+        net, net_with_loss, opt = linear_setup()
+        dim_reduce = DimReduce(net_with_loss, opt, opt.parameters, pca, 2, 0.55, 0.9, 0.001, 0.4, 0, 1)
+        loss, grads = ops.value_and_grad(net_with_loss, None, opt.parameters)(x, y)
+        cells.append((net, opt, dim_reduce, loss, grads))
+    net, opt, dim_reduce, loss, grads = cells[0]
+    clone = opt.parameters.clone(prefix="clone", init="zeros")
+    scale = Tensor(8.0, ms.float32)
+    dim_reduce(loss, tuple(g * 8 for g in grads), scale, opt.parameters, clone, x, y)
+    own_net, _, own, own_loss, own_grads = cells[1]
+    own.step_reduced(own_loss, own_grads, (x, y))
+    for weight, same, cloned in zip(net.trainable_params(), own_net.trainable_params(), clone):
+        np.testing.assert_allclose(weight.asnumpy(), same.asnumpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(cloned.asnumpy(), weight.asnumpy())
+    assert not np.array_equal(net.trainable_params()[0].asnumpy(), linear_setup()[0].trainable_params()[0].asnumpy())
+
+
 def test_gradient_freezing_with_dim_reduce_is_refused_naming_both(tmp_path):
     """DimReduce's subspace spans every weight, so it has no suffix step; a FreezeOpt with a DimReduce config used to
     fail with a bare NotImplementedError from the update contract."""
