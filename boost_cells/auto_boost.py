@@ -74,12 +74,24 @@ class AutoBoost:
 
     def __init__(self, level=_LEVEL_LEFT_OUT, boost_config_dict=_CONFIG_LEFT_OUT):
         if level is _LEVEL_LEFT_OUT and boost_config_dict is _CONFIG_LEFT_OUT:
-            self.config = latest_config()
-            boost_config_dict = self.config.to_dict()
+            config = latest_config()
+            boost_config_dict = config.to_dict()
         else:
             given = {} if boost_config_dict == "" or boost_config_dict is None else boost_config_dict
-            self.config = set_latest_config(BoostConfig.coerce(given, level=level, arg="boost_config_dict"))
-        self.level = self.config.level_name
+            config = set_latest_config(BoostConfig.coerce(given, level=level, arg="boost_config_dict"))
+        self._hold(config, boost_config_dict)
+
+    @classmethod
+    def holding(cls, config):
+        """An ``AutoBoost`` over ``config`` (a BoostConfig) that leaves the config in force alone: a train cell's
+        ``auto_boost``, which holds the cell's own config (its ``boost_config=``, else the config in force)."""
+        boost = cls.__new__(cls)
+        boost._hold(config, config.to_dict())
+        return boost
+
+    def _hold(self, config, boost_config_dict):
+        self.config = config
+        self.level = config.level_name
         self.boost_config_dict = boost_config_dict
         self._warned = set()  # what this object's transforms already warned about (a network without a Dense)
 

@@ -34,10 +34,11 @@ def set_latest_config(config, who="AutoBoost"):
     global _latest  # pylint: disable=global-statement
     config = BoostConfig.coerce(config)
     if _latest is not None and _latest != config:
-        warn_user(f"For '{who}', the config in force {_latest!r} is replaced by {config!r} ({_differences(_latest, config)}): "
-                  "train cells built from now on without 'boost_config=' use the new one (mindspore.boost would silently keep the first). "
-                  "Pass 'boost_config=' to a train cell to train with a config of its own, or AutoBoost() with no "
-                  "arguments to read the config in force without replacing it.")
+        warn_user(f"For '{who}', the config in force {_latest!r} is replaced by {config!r} "
+                  f"({_differences(_latest, config)}): train cells built from now on without 'boost_config=' use the "
+                  "new one (mindspore.boost would silently keep the first). Pass 'boost_config=' to a train cell to "
+                  "train with a config of its own, or AutoBoost() with no arguments to read the config in force "
+                  "without replacing it.")
     _latest = config
     return config
 

@@ -162,6 +162,9 @@ class BuiltStep:
         train_step (Cell): the step a train cell's ``construct`` runs; ``(outputs, applied)``.
         update (UpdateStrategy): the full step's update strategy.
         schedule (Cell): the freezing schedule (``train_step`` is then a ``FreezeSwitch``); None without freezing.
+        freeze_nets (tuple of Cell): with freezing, one step per group (``freeze_nets[k]`` trains from group ``k``
+            and returns the train cell's outputs, as the reference's ``freeze_nets``; it does not advance the
+            schedule); None without freezing.
         level_route (FrozenLevelRoute): the frozen levels' host route (payback, the frozen-prefix cache); None where
             neither applies.
     """
@@ -170,6 +173,7 @@ class BuiltStep:
     update: nn.Cell
     schedule: nn.Cell = None
     level_route: object = None
+    freeze_nets: tuple = None
 
 
 def build_step(network, optimizer, config, info, *, who, own_construct=True, sens=1.0, loss_scale=None,
@@ -204,7 +208,8 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
         judge_cache = cache and config.section("grad_freeze")["cache_frozen_prefix"] == "auto"
         route = _level_route(network, optimizer, config, info, update, schedule, steps, make_step, cache, payback,
                              judge_cache)
-    return BuiltStep(FreezeSwitch(schedule, steps), update, schedule, route)
+    freeze_nets = tuple(StepOutputs(step) for step in steps)
+    return BuiltStep(FreezeSwitch(schedule, steps), update, schedule, route, freeze_nets)
 
 
 def _payback_applies(schedule, who, own_construct):

@@ -10,8 +10,10 @@ host hooks (``boost_cells.host_hooks``).
 import warnings
 
 import mindspore as ms
-from mindspore import nn, ops
+from mindspore import Tensor, nn, ops
+from mindspore.common import dtype as mstype
 
+from .auto_boost import AutoBoost
 from .config import BoostConfig, warn_user
 from .config_in_force import latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
@@ -93,6 +95,22 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         freeze (bool): gradient freezing is on (the config's ``grad_freeze``, or a ``FreezeOpt`` optimizer).
         use_grad_accumulation (bool), max_accumulation_step (int): accumulation and its micro-steps.
         enable_adasum, enable_dim_reduce (bool): AdaSum (data-parallel only) and DimReduce are on.
+        auto_boost (AutoBoost): the cell's config as an ``AutoBoost`` (``boost_config``, ``grad_accumulation_step``,
+            ...), as the reference's cell reads it; built without putting the config in force.
+        accumulation_step (int32 Parameter): accumulation's micro-step counter, in ``[0, max_accumulation_step)``,
+            0 after an update; without accumulation an int32 0, as the reference's counter stays.
+        grad_accumulation (ParameterTuple): accumulation's buffers, the running sum of ``grad / k`` (with
+            accumulation only, as in the reference).
+        train_strategy (int32 Tensor or None): the freezing sequence, the first trained group of each step (the
+            ``FreezeOpt``'s); None without freezing. step (int32 Parameter): the position in it (an int32 0 without
+            freezing). Both refuse the automatic schedule, which draws no sequence (the message names what to read).
+        freeze_nets (tuple of Cell or None): with freezing, ``freeze_nets[k]`` is one step trained from group ``k``,
+            returning the loss (it does not advance the schedule: ``gradient_freeze_process`` does).
+        mean, degree: the data-parallel gradient mean and device number (``nn.TrainOneStepCell``'s), None
+            stand-alone. sync_tensor: an int32 0 (the reference's AdaSum barrier token; AdaSum here needs none).
+        dim_reduce (DimReduce), weights_clone (ParameterTuple): with DimReduce, the update strategy (the reference's
+            call ``dim_reduce(loss, grads, sens, weights, weights_clone, *inputs)``) and the clone of the weights it
+            keeps equal to them between steps.
         train_step (Cell): the step ``construct`` runs (``boost_cells.steps``), returning ``(outputs, applied)``: a
             ``FreezeSwitch`` (``current_index()`` is the next step's first trained group) when freezing.
         freeze_plan (FreezePlan): what the freezing schedule does over the run (None without freezing);
@@ -140,7 +158,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         built = build_step(self.network, self.optimizer, self.boost_config, self.parallel, who=type(self).__name__,
                            own_construct=type(self).construct is BoostTrainOneStepCell.construct, sens=self.sens,
                            **scaling)
-        self.train_step, self.update = built.train_step, built.update
+        self.train_step, self.update, self.freeze_nets = built.train_step, built.update, built.freeze_nets
         self.adasum = built.update.adasum_part()
         self.enable_adasum = self.adasum is not None
         self.grad_reducer = built.update.grad_reducer if built.update.grad_reducer is not None else nn.Identity()
@@ -174,6 +192,9 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         optimizer = freeze_optimizer(config, network, optimizer)
         nn.TrainOneStepCell.__init__(self, network, optimizer, sens)
         self.boost_config = config
+        self.auto_boost = AutoBoost.holding(config)
+        if not self.reducer_flag:
+            self.mean = self.degree = None
         self.hyper_map = ops.HyperMap()
         self.parallel = parallel_info()
         self.freeze = isinstance(optimizer, FreezeOpt)
@@ -189,6 +210,57 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         """A second train cell on the same optimizer prefixes its own state (``boost_cells.shared_optimizer``)."""
         self.state_prefix = share_prefix(self.optimizer)
         prefix_own_state(self, self.state_prefix, self.network, self.optimizer)
+
+    @property
+    def accumulation_step(self):
+        """Accumulation's micro-step counter (int32 Parameter); an int32 0 without accumulation."""
+        return self.update.accumulation_step if self.use_grad_accumulation else Tensor(0, mstype.int32)
+
+    @property
+    def grad_accumulation(self):
+        """Accumulation's buffers (ParameterTuple); absent without accumulation, as in the reference (a property's
+        AttributeError makes ``nn.Cell`` report the attribute missing)."""
+        if not self.use_grad_accumulation:
+            raise AttributeError("grad_accumulation")
+        return self.update.grad_sums
+
+    def _sequence_schedule(self, name):
+        """Raise for the reference's attribute ``name`` of a freezing sequence when the schedule is automatic."""
+        if self.freeze and self.freeze_plan.kind == "auto":
+            raise ValueError(f"For '{type(self).__name__}', '{name}' has no value with the automatic freezing "
+                             "schedule, which draws no sequence in advance: read train_step.current_index() (the "
+                             "first group the next step trains) or freeze_plan, or set 'grad_freeze.freeze_type' to "
+                             "0, 1 or 2 for a sequence.")
+
+    @property
+    def train_strategy(self):
+        """The freezing sequence (int32 Tensor: the first trained group of each step), the ``FreezeOpt``'s; None
+        without freezing."""
+        self._sequence_schedule("train_strategy")
+        return self.optimizer.train_strategy if self.freeze else None
+
+    @property
+    def step(self):
+        """The position in the freezing sequence (int32 Parameter); an int32 0 without freezing."""
+        self._sequence_schedule("step")
+        return self.train_step.schedule.position if self.freeze else Tensor(0, mstype.int32)
+
+    @property
+    def sync_tensor(self):
+        """The reference's AdaSum barrier token, which it never changes from 0; AdaSum here needs no barrier."""
+        return Tensor(0, mstype.int32)
+
+    @property
+    def dim_reduce(self):
+        """The DimReduce update strategy; absent without ``dim_reduce``, as in the reference."""
+        if not self.enable_dim_reduce:
+            raise AttributeError("dim_reduce")
+        return self.update
+
+    @property
+    def weights_clone(self):
+        """DimReduce's clone of the weights, equal to them between steps (with ``dim_reduce`` on only)."""
+        return self.dim_reduce.saved
 
     def check_adasum_enable(self):
         """Whether AdaSum combines the ranks' updates (the config's ``adasum``, data-parallel)."""
@@ -289,9 +361,11 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
             Cell's graph (dataset sink mode). Off (default): nothing runs on the host.
 
     Attributes (the reference's, for subclasses): ``scale_sense`` (the scale Parameter), ``loss_scaling_manager``
-    (the update cell, or None for a fixed Tensor scale), and the methods ``_start_overflow_check``,
-    ``_get_overflow_status``, ``_process_loss_scale``; ``loss_scale`` (the loss-scale part) and
-    ``overflow_detector``.
+    (the update cell, or None for a fixed Tensor scale), ``enable_enhanced_amp`` (bool: a ``GroupLossScaleManager``
+    scales the groups), ``loss_scale_groups`` (its groups; with it only), ``gpu_target`` (bool: the device target is
+    GPU), ``is_distributed`` (bool: data-parallel), and the methods ``_set_sense_scale`` (``set_sense_scale``),
+    ``_start_overflow_check``, ``_get_overflow_status``, ``_process_loss_scale``; ``loss_scale`` (the loss-scale
+    part) and ``overflow_detector``.
 
     Parameters (state, checkpointed):
         scale_sense (float32): the current loss scale (with a ``GroupLossScaleManager``, a constant 1 Tensor: the
@@ -318,6 +392,11 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         self.loss_scale = make_loss_scale(scale_sense, self.boost_config, self.weights, self.parallel)
         self.scale_sense = self.loss_scale.scale_sense
         self.loss_scaling_manager = scale_sense if isinstance(scale_sense, nn.Cell) else None
+        self.enable_enhanced_amp = isinstance(scale_sense, GroupLossScaleManager)
+        if self.enable_enhanced_amp:
+            self.loss_scale_groups = scale_sense.loss_scale_groups
+        self.gpu_target = ms.get_context("device_target") == "GPU"
+        self.is_distributed = self.parallel.distributed
         self.overflow_detector = overflow_detector if overflow_detector is not None \
             else make_overflow_detector(self.parallel.distributed)
         report_path = overflow_report if overflow_report is not None \
@@ -329,6 +408,10 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0); with a
         ``GroupLossScaleManager``, every group's scale."""
         self.loss_scale.set_scale(sens)
+
+    def _set_sense_scale(self, sens):
+        """The reference's name of ``set_sense_scale``."""
+        self.set_sense_scale(sens)
 
     def _start_overflow_check(self, pre_cond, compute_input):
         """The reference's: start an overflow window after ``pre_cond`` (the loss); returns ``(status,

@@ -135,8 +135,8 @@ class AdaSumUpdate(UpdateStrategy):
     Parameters (state, checkpointed):
         adasum.old.<weight name>: the weights before this step's optimizer update.
 
-    ``grad_reducer`` is the mean within the group (None for groups of one rank); ``step_reduced(loss, grads, inputs)`` takes
-    gradients already averaged within the group (the reference's order).
+    ``grad_reducer`` is the mean within the group (None for groups of one rank); ``step_reduced(loss, grads,
+    inputs)`` takes gradients already averaged within the group (the reference's order).
 
     Raises:
         ValueError: stand-alone training, or a rank count AdaSum cannot serve (names the count and the rule).
