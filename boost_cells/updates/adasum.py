@@ -68,7 +68,8 @@ class AdaSum(nn.Cell):
 
     Args:
         rank (int): this rank. device_number (int): ranks per group. group_number (int): groups, a power of
-            two >= 2. parameter_tuple (ParameterTuple): the weights (shapes and order of the deltas).
+            two >= 2. parameter_tuple (ParameterTuple): the weights (shapes and order of the deltas; not kept).
+        The first three are kept as attributes of the same names, as the reference keeps them.
 
     Inputs: ``delta_weights`` (tuple of Tensor, ``old - new`` per weight), ``parameters`` (the weights, written),
     ``old_parameters`` (the weights before this step).
@@ -78,6 +79,7 @@ class AdaSum(nn.Cell):
     def __init__(self, rank, device_number, group_number, parameter_tuple):
         super().__init__()
         adasum_groups(device_number * group_number, device_number)
+        self.rank, self.device_number, self.group_number = rank, device_number, group_number
         group, position = divmod(rank, device_number)
         self.all_reduces = []
         self.roles = []

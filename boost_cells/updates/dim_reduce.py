@@ -139,7 +139,7 @@ class DimReduce(UpdateStrategy):
         self.steps = (Tensor(1.0, mstype.float32), Tensor(float(rho), mstype.float32))
         self.no_step = Tensor(0.0, mstype.float32)
         self.gamma, self.alpha, self.sigma = float(gamma), float(alpha), float(sigma)
-        self.rank_size = rank_size
+        self.rank, self.rank_size = rank, rank_size
         self.loss_reducer = ops.AllReduce() if rank_size > 1 else None
         self.project_back = ops.MatMul(transpose_a=True)
         self.hyper_map = ops.HyperMap()
