@@ -20,16 +20,15 @@ import copy
 import difflib
 import json
 import os
-import sys
 import warnings
 from types import MappingProxyType
 
 from . import rules
 from .rules import MAX_LOSS_SCALE, check_scale_bounds
-from .shipped import shipped_configs
+from .shipped import config_file
+from .user_warnings import BoostConfigWarning, warn_user
 
-__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds",
-           "freeze_keys_unread", "warn_user"]
+__all__ = ["BoostConfig", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds", "freeze_keys_unread"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -42,23 +41,6 @@ LEVELS = MappingProxyType({
 })
 
 MODES = ("auto", "manual", "enable_all", "disable_all")
-
-
-class BoostConfigWarning(UserWarning):
-    """A config that is valid and means what the reference makes it mean, but is likely a mistake, or that cannot
-    apply in full to the network or the call it is used with (the message names what was left out)."""
-
-
-def warn_user(message, category=BoostConfigWarning):
-    """Warn, attributed to the first caller outside boost_cells and MindSpore: the user's line (that built the
-    config, the train cell or the ``Model``; ``mindspore.train.Model.__init__`` calls back into boost_cells)."""
-    import mindspore  # pylint: disable=import-outside-toplevel
-    skipped = tuple(os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-                    for module in (sys.modules[__package__], mindspore))
-    frame, level = sys._getframe(0), 1  # pylint: disable=protected-access
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 def _warn(message):
@@ -216,33 +198,6 @@ def _accumulation_step(raw, sections):
     return step
 
 
-def _config_file(path, arg):
-    """The file that ``path`` (the argument named ``arg``) stands for: ``path`` itself when it is an existing file (a
-    path wins over a name), else, for a str, the shipped config of that name (``shipped_configs``); a path object is
-    always a path."""
-    if os.path.isfile(path):
-        return os.fspath(path)
-    shipped = shipped_configs()
-    if isinstance(path, str) and path in shipped:
-        return str(shipped[path])
-    names = f"{', '.join(shipped)} (python -m boost_cells configs lists them).{_nearest_name(path, shipped)}"
-    if not isinstance(path, str):
-        raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file '{os.fspath(path)}' does not exist. A path "
-                                f"object is always a path; a shipped config is named by a str: {names}")
-    raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file {path!r} does not exist, and it is not the name "
-                            "of a config shipped with boost_cells. Give a path to a JSON config file or one of the "
-                            f"shipped names: {names}")
-
-
-def _nearest_name(path, shipped):
-    """The hint " Did you mean the shipped config 'O1'?" for the shipped name nearest the stem of ``path`` ("o1",
-    "configs/O1.json"), case aside; "" when none is near."""
-    by_lower = {name.lower(): name for name in shipped}
-    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0].lower()
-    near = difflib.get_close_matches(stem, list(by_lower), n=1)
-    return f" Did you mean the shipped config '{by_lower[near[0]]}'?" if near else ""
-
-
 def _no_duplicate_keys(pairs):
     """``json`` object hook: a key written twice would silently lose its first value."""
     out = {}
@@ -338,7 +293,7 @@ class BoostConfig:
     @classmethod
     def _load(cls, path, level, arg):
         """``from_file`` for the argument named ``arg`` (``coerce``'s caller's name for it)."""
-        path = _config_file(path, arg)
+        path = config_file(path, arg)
         with open(path, "rb") as handle:
             data = handle.read()
         try:

@@ -7,7 +7,8 @@ this module, and nothing else in the package keeps state at module level. ``Auto
 silently keeps the first). ``AutoBoost()`` with no arguments reads it back (``latest_config``), and so do train cells
 built without ``boost_config=``. ``reset_latest_config()`` forgets it (the test suite does so around every test).
 """
-from .config import BoostConfig, warn_user
+from .config import BoostConfig
+from .user_warnings import warn_user
 
 __all__ = ["latest_config", "reset_latest_config", "set_latest_config"]
 

@@ -29,7 +29,7 @@ import mindspore as ms
 from mindspore import nn
 
 from .auto_boost import AutoBoost
-from .config import warn_user
+from .user_warnings import warn_user
 from .distributed import parallel_info
 from .explain import Run, explain, run_differs, summary
 from .freezing import FreezeOpt, run_updates

@@ -17,7 +17,8 @@ import dataclasses
 
 from mindspore import nn, ops
 
-from .config import BoostConfig, warn_user
+from .config import BoostConfig
+from .user_warnings import warn_user
 from .distributed import parallel_info
 from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
 from .freezing import unfrozen

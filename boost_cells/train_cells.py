@@ -14,7 +14,7 @@ from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from .auto_boost import AutoBoost
-from .config import BoostConfig, warn_user
+from .config import BoostConfig
 from .config_in_force import latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
@@ -29,6 +29,7 @@ from .shared_optimizer import prefix_own_state, share_prefix
 from .steps import build_step
 from .transforms import apply_less_bn
 from .transforms.less_bn import is_less_bn
+from .user_warnings import warn_user
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
            "make_loss_scale", "resolve_config"]
