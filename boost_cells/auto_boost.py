@@ -25,6 +25,12 @@ _LEVEL_LEFT_OUT = _LeftOut("O0")
 _CONFIG_LEFT_OUT = _LeftOut("")
 
 
+def _resolve(level, boost_config_dict):
+    """The BoostConfig of ``AutoBoost(level, boost_config_dict)``: "" or None stand for the level's defaults."""
+    given = {} if boost_config_dict == "" or boost_config_dict is None else boost_config_dict
+    return BoostConfig.coerce(given, level=level, arg="boost_config_dict")
+
+
 def _read_only(section, key):
     """A read-only property: the value of ``section.key`` in the config (``AutoBoost``'s attribute of the same name
     in the reference, which its setters write from the config dict)."""
@@ -75,18 +81,17 @@ class AutoBoost:
     def __init__(self, level=_LEVEL_LEFT_OUT, boost_config_dict=_CONFIG_LEFT_OUT):
         if level is _LEVEL_LEFT_OUT and boost_config_dict is _CONFIG_LEFT_OUT:
             config = latest_config()
-            boost_config_dict = config.to_dict()
+            self._hold(config, config.to_dict())
         else:
-            given = {} if boost_config_dict == "" or boost_config_dict is None else boost_config_dict
-            config = set_latest_config(BoostConfig.coerce(given, level=level, arg="boost_config_dict"))
-        self._hold(config, boost_config_dict)
+            self._hold(set_latest_config(_resolve(level, boost_config_dict)), boost_config_dict)
 
     @classmethod
-    def holding(cls, config):
-        """An ``AutoBoost`` over ``config`` (a BoostConfig) that leaves the config in force alone: a train cell's
-        ``auto_boost``, which holds the cell's own config (its ``boost_config=``, else the config in force)."""
+    def holding(cls, config, level=None):
+        """An ``AutoBoost`` over ``config`` (anything ``boost_config_dict`` takes, or a BoostConfig; ``level`` as
+        ``AutoBoost``'s) that leaves the config in force alone: a train cell's ``auto_boost``, which holds the cell's
+        own config, and a ``Model``'s, whose config is its own."""
         boost = cls.__new__(cls)
-        boost._hold(config, config.to_dict())
+        boost._hold(_resolve(level, config), config.to_dict() if isinstance(config, BoostConfig) else config)
         return boost
 
     def _hold(self, config, boost_config_dict):

@@ -4,9 +4,9 @@ cell and code written for it do; train cells built without ``boost_config=`` tra
 import warnings
 
 import pytest
-from mindspore import Tensor
+from mindspore import Tensor, nn
 
-from boost_cells import AutoBoost, BoostConfig, BoostConfigWarning, BoostTrainOneStepCell
+from boost_cells import AutoBoost, BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model
 from boost_cells.config_in_force import latest_config
 from tests.helpers import accumulation, batch, linear_setup
 
@@ -103,3 +103,18 @@ def test_local_pca_mat_path_is_none_without_dim_reduce_and_refused_with_it():
         boost = AutoBoost("O0", {"boost": {"mode": "manual", "dim_reduce": True}})
     with pytest.raises(ValueError, match="'local_pca_mat_path' has no value here.*pca_mat_path"):
         _ = boost.local_pca_mat_path
+
+
+def test_a_model_keeps_its_config_to_itself():
+    """A Model's boost config is the Model's own: a second Model with another config neither warns nor changes the
+    first's, and the config in force stays as AutoBoost left it (the reference's Model puts its config in its
+    singleton, so a second Model silently trained with the first one's)."""
+    AutoBoost("O0", FOUR)
+    models = []
+    for config in (accumulation(2), accumulation(3)):
+        net, _, opt = linear_setup()
+        model, warned = boost_warnings(lambda: Model(net, nn.MSELoss(), opt, boost_config_dict=config))
+        assert warned == []
+        models.append(model)
+    assert [model.boost.config.accumulation_steps for model in models] == [2, 3]
+    assert AutoBoost().config == BoostConfig.from_dict(FOUR)
