@@ -225,7 +225,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
             raise AttributeError("grad_accumulation")
         return self.update.grad_sums
 
-    def _sequence_schedule(self, name):
+    def _refuse_without_sequence(self, name):
         """Raise for the reference's attribute ``name`` of a freezing sequence when the schedule is automatic."""
         if self.freeze and self.freeze_plan.kind == "auto":
             raise ValueError(f"For '{type(self).__name__}', '{name}' has no value with the automatic freezing "
@@ -237,13 +237,13 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
     def train_strategy(self):
         """The freezing sequence (int32 Tensor: the first trained group of each step), the ``FreezeOpt``'s; None
         without freezing."""
-        self._sequence_schedule("train_strategy")
+        self._refuse_without_sequence("train_strategy")
         return self.optimizer.train_strategy if self.freeze else None
 
     @property
     def step(self):
         """The position in the freezing sequence (int32 Parameter); an int32 0 without freezing."""
-        self._sequence_schedule("step")
+        self._refuse_without_sequence("step")
         return self.train_step.schedule.position if self.freeze else Tensor(0, mstype.int32)
 
     @property
