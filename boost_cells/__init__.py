@@ -9,7 +9,8 @@ name (``"O1"``, ``boost_cells.shipped``), and ``python -m boost_cells configs`` 
 boost_cells`` imports them, as ``import mindspore.boost`` imports its modules.
 """
 from .auto_boost import AutoBoost
-from .config import BoostConfig, BoostConfigWarning
+from .config import BoostConfig
+from .user_warnings import BoostConfigWarning
 from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
 from .model import Model
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, Log2LossScaleUpdate, NPUFloatStatusCheck

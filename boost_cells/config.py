@@ -14,24 +14,21 @@ Wherever a config path is accepted, a str that is no file's path may name a conf
 (``"O1"``: the shipped ``O1.json``, ``boost_cells.shipped``); an existing file wins over a name, and anything else is
 a ``FileNotFoundError`` that lists the names. ``BoostConfig.level("O1")`` stays the reference's bare level.
 
-The one process-wide value the reference's API implies lives here too: the config of the most recent
-``AutoBoost`` (``latest_config()``), which train cells built without ``boost_config=`` use. ``AutoBoost`` sets it
-(``set_latest_config``); ``reset_latest_config()`` forgets it (the test suite does so around every test).
+The config in force in the process (the latest ``AutoBoost``'s) lives in ``boost_cells.config_in_force``.
 """
 import copy
 import difflib
 import json
 import os
-import sys
 import warnings
 from types import MappingProxyType
 
 from . import rules
 from .rules import MAX_LOSS_SCALE, check_scale_bounds
-from .shipped import shipped_configs
+from .shipped import config_file
+from .user_warnings import BoostConfigWarning, warn_user
 
-__all__ = ["BoostConfig", "BoostConfigWarning", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds",
-           "freeze_keys_unread", "latest_config", "reset_latest_config", "set_latest_config", "warn_user"]
+__all__ = ["BoostConfig", "LEVELS", "FEATURES", "MAX_LOSS_SCALE", "check_scale_bounds", "freeze_keys_unread"]
 
 FEATURES = ("less_bn", "grad_freeze", "adasum", "grad_accumulation", "dim_reduce", "loss_scale_group")
 
@@ -44,23 +41,6 @@ LEVELS = MappingProxyType({
 })
 
 MODES = ("auto", "manual", "enable_all", "disable_all")
-
-
-class BoostConfigWarning(UserWarning):
-    """A config that is valid and means what the reference makes it mean, but is likely a mistake, or that cannot
-    apply in full to the network or the call it is used with (the message names what was left out)."""
-
-
-def warn_user(message, category=BoostConfigWarning):
-    """Warn, attributed to the first caller outside boost_cells and MindSpore: the user's line (that built the
-    config, the train cell or the ``Model``; ``mindspore.train.Model.__init__`` calls back into boost_cells)."""
-    import mindspore  # pylint: disable=import-outside-toplevel
-    skipped = tuple(os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-                    for module in (sys.modules[__package__], mindspore))
-    frame, level = sys._getframe(0), 1  # pylint: disable=protected-access
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 def _warn(message):
@@ -218,33 +198,6 @@ def _accumulation_step(raw, sections):
     return step
 
 
-def _config_file(path, arg):
-    """The file that ``path`` (the argument named ``arg``) stands for: ``path`` itself when it is an existing file (a
-    path wins over a name), else, for a str, the shipped config of that name (``shipped_configs``); a path object is
-    always a path."""
-    if os.path.isfile(path):
-        return os.fspath(path)
-    shipped = shipped_configs()
-    if isinstance(path, str) and path in shipped:
-        return str(shipped[path])
-    names = f"{', '.join(shipped)} (python -m boost_cells configs lists them).{_nearest_name(path, shipped)}"
-    if not isinstance(path, str):
-        raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file '{os.fspath(path)}' does not exist. A path "
-                                f"object is always a path; a shipped config is named by a str: {names}")
-    raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file {path!r} does not exist, and it is not the name "
-                            "of a config shipped with boost_cells. Give a path to a JSON config file or one of the "
-                            f"shipped names: {names}")
-
-
-def _nearest_name(path, shipped):
-    """The hint " Did you mean the shipped config 'O1'?" for the shipped name nearest the stem of ``path`` ("o1",
-    "configs/O1.json"), case aside; "" when none is near."""
-    by_lower = {name.lower(): name for name in shipped}
-    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0].lower()
-    near = difflib.get_close_matches(stem, list(by_lower), n=1)
-    return f" Did you mean the shipped config '{by_lower[near[0]]}'?" if near else ""
-
-
 def _no_duplicate_keys(pairs):
     """``json`` object hook: a key written twice would silently lose its first value."""
     out = {}
@@ -340,7 +293,7 @@ class BoostConfig:
     @classmethod
     def _load(cls, path, level, arg):
         """``from_file`` for the argument named ``arg`` (``coerce``'s caller's name for it)."""
-        path = _config_file(path, arg)
+        path = config_file(path, arg)
         with open(path, "rb") as handle:
             data = handle.read()
         try:
@@ -466,31 +419,3 @@ class BoostConfig:
             object.__setattr__(self, name, value)
             return
         raise AttributeError("BoostConfig is immutable; build a new one with BoostConfig.from_dict.")
-
-
-_latest = None  # the config of the most recent AutoBoost; see latest_config()
-
-
-def latest_config():
-    """The BoostConfig of the most recent ``AutoBoost``, or level O0 when none was made (or after
-    ``reset_latest_config``). Train cells built without ``boost_config=`` use it, as the reference's cells use
-    its process-wide ``AutoBoost``; a later ``AutoBoost`` replaces it, so configs never stick to each other."""
-    return _latest if _latest is not None else BoostConfig.level("O0")
-
-
-def set_latest_config(config):
-    """Make ``config`` (a BoostConfig, a dict or a JSON path) the one ``latest_config()`` returns; returns it as a
-    BoostConfig. ``AutoBoost.__init__`` calls this.
-
-    Raises:
-        TypeError, ValueError: as ``BoostConfig.coerce``.
-    """
-    global _latest  # pylint: disable=global-statement
-    _latest = BoostConfig.coerce(config)
-    return _latest
-
-
-def reset_latest_config():
-    """Forget the latest ``AutoBoost`` config: ``latest_config()`` is level O0 again."""
-    global _latest  # pylint: disable=global-statement
-    _latest = None

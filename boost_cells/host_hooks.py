@@ -21,7 +21,7 @@ feature (``Model.train`` steps the cache aside in sink mode, with a warning, bef
 import numpy as np
 from mindspore import Tensor, ops
 
-from .config import warn_user
+from .user_warnings import warn_user
 from .freezing.cache_judge import CacheJudge
 from .freezing.decisions import LOG, Decision, DecisionLog, Figure, schedule_decisions
 from .freezing.payback import compile_estimate, compile_source, expected_saving, paying_levels, saving_source

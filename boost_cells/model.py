@@ -29,7 +29,7 @@ import mindspore as ms
 from mindspore import nn
 
 from .auto_boost import AutoBoost
-from .config import warn_user
+from .user_warnings import warn_user
 from .distributed import parallel_info
 from .explain import Run, explain, run_differs, summary
 from .freezing import FreezeOpt, run_updates
@@ -79,7 +79,10 @@ class Model(ModelBuildHooks):
 
     Attributes:
         boost (AutoBoost): the resolved boost (``boost.config`` is the ``BoostConfig`` the train cell uses; after
-            ``train`` set ``grad_freeze.total_steps`` from the run, the one with that value).
+            ``train`` set ``grad_freeze.total_steps`` from the run, the one with that value). It is the Model's own:
+            unlike ``AutoBoost(level, config)`` it does not put its config in force in the process, so two Models
+            train with their own configs (the reference's keep the first one's) and cells built by hand are not
+            affected.
 
     Raises:
         ValueError: a boost config that switches a feature on with a ``loss_fn`` but no ``optimizer`` (there is no
@@ -103,7 +106,7 @@ class Model(ModelBuildHooks):
     def build_boost(self, parts, kwargs):
         """``AutoBoost``'s network and optimizer transforms, with or without metrics (see ``ModelBuildHooks``)."""
         level = kwargs.get("acc_level", parts.boost_level)
-        self.boost = AutoBoost(level, kwargs.get("boost_config_dict", ""))
+        self.boost = AutoBoost.holding(kwargs.get("boost_config_dict", ""), level)
         if parts.optimizer is None:
             enabled = [name for name, on in self.boost.boost_config.items() if on]
             if enabled and parts.loss_fn is not None:

@@ -18,7 +18,7 @@ from .scaling.overflow import make_overflow_detector
 from .steps import build_step
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .rules import check
-from .config import warn_user
+from .user_warnings import warn_user
 from .train_cells import check_cells, resolve_config
 from .freezing import freeze_optimizer
 

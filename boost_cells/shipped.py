@@ -10,12 +10,14 @@ so the files read are the ones the checkout edits. ``shipped_configs()`` maps ea
 its path.
 
 ``BoostConfig`` resolves a name given where a config path is accepted (``BoostConfig.from_file("O1")``,
-``boost_config="O1"``, ``Model(..., boost_config_dict="O1")``) through ``shipped_configs()``, and
+``boost_config="O1"``, ``Model(..., boost_config_dict="O1")``) through ``config_file``, and
 ``python -m boost_cells configs`` lists and copies the files.
 """
+import difflib
+import os
 from pathlib import Path
 
-__all__ = ["shipped_configs", "shipped_dir"]
+__all__ = ["config_file", "shipped_configs", "shipped_dir"]
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -46,3 +48,30 @@ def shipped_configs():
         FileNotFoundError: as ``shipped_dir``.
     """
     return dict(sorted((path.stem, path) for path in shipped_dir().glob("*.json")))
+
+
+def config_file(path, arg):
+    """The file that ``path`` (the argument named ``arg``) stands for: ``path`` itself when it is an existing file (a
+    path wins over a name), else, for a str, the shipped config of that name (``shipped_configs``); a path object is
+    always a path."""
+    if os.path.isfile(path):
+        return os.fspath(path)
+    shipped = shipped_configs()
+    if isinstance(path, str) and path in shipped:
+        return str(shipped[path])
+    names = f"{', '.join(shipped)} (python -m boost_cells configs lists them).{_nearest_name(path, shipped)}"
+    if not isinstance(path, str):
+        raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file '{os.fspath(path)}' does not exist. A path "
+                                f"object is always a path; a shipped config is named by a str: {names}")
+    raise FileNotFoundError(f"For 'BoostConfig', '{arg}': config file {path!r} does not exist, and it is not the name "
+                            "of a config shipped with boost_cells. Give a path to a JSON config file or one of the "
+                            f"shipped names: {names}")
+
+
+def _nearest_name(path, shipped):
+    """The hint " Did you mean the shipped config 'O1'?" for the shipped name nearest the stem of ``path`` ("o1",
+    "configs/O1.json"), case aside; "" when none is near."""
+    by_lower = {name.lower(): name for name in shipped}
+    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0].lower()
+    near = difflib.get_close_matches(stem, list(by_lower), n=1)
+    return f" Did you mean the shipped config '{by_lower[near[0]]}'?" if near else ""

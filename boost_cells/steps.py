@@ -17,7 +17,8 @@ import dataclasses
 
 from mindspore import nn, ops
 
-from .config import BoostConfig, warn_user
+from .config import BoostConfig
+from .user_warnings import warn_user
 from .distributed import parallel_info
 from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
 from .freezing import unfrozen
@@ -161,17 +162,19 @@ class BuiltStep:
     Attributes:
         train_step (Cell): the step a train cell's ``construct`` runs; ``(outputs, applied)``.
         update (UpdateStrategy): the full step's update strategy.
-        adasum (AdaSumUpdate): the AdaSum part of ``update`` (itself, or the one its accumulation applies); None.
         schedule (Cell): the freezing schedule (``train_step`` is then a ``FreezeSwitch``); None without freezing.
+        freeze_nets (tuple of Cell): with freezing, one step per group (``freeze_nets[k]`` trains from group ``k``
+            and returns the train cell's outputs, as the reference's ``freeze_nets``; it does not advance the
+            schedule); None without freezing.
         level_route (FrozenLevelRoute): the frozen levels' host route (payback, the frozen-prefix cache); None where
             neither applies.
     """
 
     train_step: nn.Cell
     update: nn.Cell
-    adasum: nn.Cell = None
     schedule: nn.Cell = None
     level_route: object = None
+    freeze_nets: tuple = None
 
 
 def build_step(network, optimizer, config, info, *, who, own_construct=True, sens=1.0, loss_scale=None,
@@ -193,11 +196,9 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
             ``construct``, a schedule that never freezes for good); the cell freezes without it.
     """
     update = make_update_strategy(config, unfrozen(optimizer), info, network)
-    inner = update.apply_update if isinstance(update, GradientAccumulation) else update
-    adasum = inner if isinstance(inner, AdaSumUpdate) else None
     if not isinstance(optimizer, FreezeOpt):
         step = _step_maker(sens, loss_scale, overflow_detector)(network, optimizer, update)
-        return BuiltStep(step, update, adasum)
+        return BuiltStep(step, update)
     schedule = make_schedule(optimizer)
     make_step = _step_maker(sens, loss_scale, overflow_detector)
     steps = _group_steps(network, optimizer, update, make_step)
@@ -208,7 +209,8 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
         judge_cache = cache and config.section("grad_freeze")["cache_frozen_prefix"] == "auto"
         route = _level_route(network, optimizer, config, info, update, schedule, steps, make_step, cache, payback,
                              judge_cache)
-    return BuiltStep(FreezeSwitch(schedule, steps), update, adasum, schedule, route)
+    freeze_nets = tuple(StepOutputs(step) for step in steps)
+    return BuiltStep(FreezeSwitch(schedule, steps), update, schedule, route, freeze_nets)
 
 
 def _payback_applies(schedule, who, own_construct):

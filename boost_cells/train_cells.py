@@ -7,13 +7,15 @@ reference's documented methods and flags are kept for subclasses that write thei
 ports of YOLOv5/YOLOv7 add EMA or gradient clipping that way). Host-side features (the first-overflow report) are
 host hooks (``boost_cells.host_hooks``).
 """
-import functools
 import warnings
 
 import mindspore as ms
-from mindspore import nn, ops
+from mindspore import Tensor, nn, ops
+from mindspore.common import dtype as mstype
 
-from .config import BoostConfig, latest_config, warn_user
+from .auto_boost import AutoBoost
+from .config import BoostConfig
+from .config_in_force import latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
@@ -28,6 +30,7 @@ from .shared_optimizer import prefix_own_state, share_prefix
 from .steps import build_step
 from .transforms import apply_less_bn
 from .transforms.less_bn import is_less_bn
+from .user_warnings import warn_user
 
 __all__ = ["BoostTrainOneStepCell", "BoostTrainOneStepWithLossScaleCell", "build_train_network",
            "make_loss_scale", "resolve_config"]
@@ -94,6 +97,22 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         freeze (bool): gradient freezing is on (the config's ``grad_freeze``, or a ``FreezeOpt`` optimizer).
         use_grad_accumulation (bool), max_accumulation_step (int): accumulation and its micro-steps.
         enable_adasum, enable_dim_reduce (bool): AdaSum (data-parallel only) and DimReduce are on.
+        auto_boost (AutoBoost): the cell's config as an ``AutoBoost`` (``boost_config``, ``grad_accumulation_step``,
+            ...), as the reference's cell reads it; built without putting the config in force.
+        accumulation_step (int32 Parameter): accumulation's micro-step counter, in ``[0, max_accumulation_step)``,
+            0 after an update; without accumulation an int32 0, as the reference's counter stays.
+        grad_accumulation (ParameterTuple): accumulation's buffers, the running sum of ``grad / k`` (with
+            accumulation only, as in the reference).
+        train_strategy (int32 Tensor or None): the freezing sequence, the first trained group of each step (the
+            ``FreezeOpt``'s); None without freezing. step (int32 Parameter): the position in it (an int32 0 without
+            freezing). Both refuse the automatic schedule, which draws no sequence (the message names what to read).
+        freeze_nets (tuple of Cell or None): with freezing, ``freeze_nets[k]`` is one step trained from group ``k``,
+            returning the loss (it does not advance the schedule: ``gradient_freeze_process`` does).
+        mean, degree: the data-parallel gradient mean and device number (``nn.TrainOneStepCell``'s), None
+            stand-alone. sync_tensor: an int32 0 (the reference's AdaSum barrier token; AdaSum here needs none).
+        dim_reduce (DimReduce), weights_clone (ParameterTuple): with DimReduce, the update strategy (the reference's
+            call ``dim_reduce(loss, grads, sens, weights, weights_clone, *inputs)``) and the clone of the weights it
+            keeps equal to them between steps.
         train_step (Cell): the step ``construct`` runs (``boost_cells.steps``), returning ``(outputs, applied)``: a
             ``FreezeSwitch`` (``current_index()`` is the next step's first trained group) when freezing.
         freeze_plan (FreezePlan): what the freezing schedule does over the run (None without freezing);
@@ -123,24 +142,14 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self._init_boost(network, optimizer, sens, boost_config)
         self._build_step()
 
-    def __init_subclass__(cls, **kwargs):
-        """A subclass's ``__init__`` may assign its own ``grad_reducer`` (as subclasses of ``nn.TrainOneStepCell``
-        do); when it returns, the cell hands that reducer to the full step's update strategy
-        (``UpdateStrategy.set_grad_reducer``), so ``construct`` applies it. Frozen suffix steps keep their own
-        reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            return
-
-        @functools.wraps(init)
-        def __init__(self, *args, **kwargs):
-            init(self, *args, **kwargs)
-            if id(self.grad_reducer) != self._built_reducer:
-                self.update.set_grad_reducer(self.grad_reducer)
-                self._built_reducer = id(self.grad_reducer)
-
-        cls.__init__ = __init__
+    def __setattr__(self, name, value):
+        """A ``grad_reducer`` assigned once the step is built (a subclass's ``__init__`` assigns its own, as subclasses
+        of ``nn.TrainOneStepCell`` do) becomes the full step's cross-rank reduction too
+        (``UpdateStrategy.set_grad_reducer``), so the cell's own ``construct`` applies it. Frozen suffix steps keep
+        their own reductions over their weights, as the reference's ``gradient_freeze_process`` does."""
+        super().__setattr__(name, value)
+        if name == "grad_reducer" and getattr(self, "_step_built", False):
+            self.update.set_grad_reducer(value)
 
     def _build_step(self, report=(), **scaling):
         """Everything the cell can run, from the step builder (``boost_cells.steps.build_step``): ``train_step``
@@ -151,10 +160,10 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         built = build_step(self.network, self.optimizer, self.boost_config, self.parallel, who=type(self).__name__,
                            own_construct=type(self).construct is BoostTrainOneStepCell.construct, sens=self.sens,
                            **scaling)
-        self.train_step, self.update, self.adasum = built.train_step, built.update, built.adasum
-        self.enable_adasum = built.adasum is not None
+        self.train_step, self.update, self.freeze_nets = built.train_step, built.update, built.freeze_nets
+        self.adasum = built.update.adasum_part()
+        self.enable_adasum = self.adasum is not None
         self.grad_reducer = built.update.grad_reducer if built.update.grad_reducer is not None else nn.Identity()
-        self._built_reducer = id(self.grad_reducer)  # the reducer the cell built (a subclass may assign its own)
         self.level_route = built.level_route
         self.prefix_cache = None if built.level_route is None else built.level_route.cache
         if built.level_route is not None:
@@ -163,6 +172,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         self._assumed_run = self._run_assumption()
         self._less_bn_mode_unchecked = is_less_bn(self.network)
         self._name_own_state()
+        self._step_built = True  # a grad_reducer assigned from now on is the full step's (__setattr__)
 
     def _run_assumption(self):
         """What the first call says when the freezing schedule depends on the run's length but the config left
@@ -184,6 +194,9 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         optimizer = freeze_optimizer(config, network, optimizer)
         nn.TrainOneStepCell.__init__(self, network, optimizer, sens)
         self.boost_config = config
+        self.auto_boost = AutoBoost.holding(config)
+        if not self.reducer_flag:
+            self.mean = self.degree = None
         self.hyper_map = ops.HyperMap()
         self.parallel = parallel_info()
         self.freeze = isinstance(optimizer, FreezeOpt)
@@ -199,6 +212,57 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         """A second train cell on the same optimizer prefixes its own state (``boost_cells.shared_optimizer``)."""
         self.state_prefix = share_prefix(self.optimizer)
         prefix_own_state(self, self.state_prefix, self.network, self.optimizer)
+
+    @property
+    def accumulation_step(self):
+        """Accumulation's micro-step counter (int32 Parameter); an int32 0 without accumulation."""
+        return self.update.accumulation_step if self.use_grad_accumulation else Tensor(0, mstype.int32)
+
+    @property
+    def grad_accumulation(self):
+        """Accumulation's buffers (ParameterTuple); absent without accumulation, as in the reference (a property's
+        AttributeError makes ``nn.Cell`` report the attribute missing)."""
+        if not self.use_grad_accumulation:
+            raise AttributeError("grad_accumulation")
+        return self.update.grad_sums
+
+    def _refuse_without_sequence(self, name):
+        """Raise for the reference's attribute ``name`` of a freezing sequence when the schedule is automatic."""
+        if self.freeze and self.freeze_plan.kind == "auto":
+            raise ValueError(f"For '{type(self).__name__}', '{name}' has no value with the automatic freezing "
+                             "schedule, which draws no sequence in advance: read train_step.current_index() (the "
+                             "first group the next step trains) or freeze_plan, or set 'grad_freeze.freeze_type' to "
+                             "0, 1 or 2 for a sequence.")
+
+    @property
+    def train_strategy(self):
+        """The freezing sequence (int32 Tensor: the first trained group of each step), the ``FreezeOpt``'s; None
+        without freezing."""
+        self._refuse_without_sequence("train_strategy")
+        return self.optimizer.train_strategy if self.freeze else None
+
+    @property
+    def step(self):
+        """The position in the freezing sequence (int32 Parameter); an int32 0 without freezing."""
+        self._refuse_without_sequence("step")
+        return self.train_step.schedule.position if self.freeze else Tensor(0, mstype.int32)
+
+    @property
+    def sync_tensor(self):
+        """The reference's AdaSum barrier token, which it never changes from 0; AdaSum here needs no barrier."""
+        return Tensor(0, mstype.int32)
+
+    @property
+    def dim_reduce(self):
+        """The DimReduce update strategy; absent without ``dim_reduce``, as in the reference."""
+        if not self.enable_dim_reduce:
+            raise AttributeError("dim_reduce")
+        return self.update
+
+    @property
+    def weights_clone(self):
+        """DimReduce's clone of the weights, equal to them between steps (with ``dim_reduce`` on only)."""
+        return self.dim_reduce.saved
 
     def check_adasum_enable(self):
         """Whether AdaSum combines the ranks' updates (the config's ``adasum``, data-parallel)."""
@@ -270,12 +334,12 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
 
     def gradient_accumulation_process(self, loss, grads, sens, *inputs):
         """Accumulate ``grads`` (already reduced by ``grad_reducer``, as in the reference's ``construct``); on the
-        cycle's last micro-step apply their mean (through AdaSum when on). ``sens`` and ``inputs`` are the
-        reference's arguments, unused. Returns ``loss`` depending on it."""
+        cycle's last micro-step apply their mean (through AdaSum when on). ``sens`` is the reference's argument,
+        unused; ``inputs`` reach the update strategy (``step_reduced``). Returns ``loss`` depending on it."""
         if not self.use_grad_accumulation:
             raise ValueError(f"For '{type(self).__name__}', 'gradient_accumulation_process' needs gradient "
                              "accumulation on (a config with 'grad_accumulation' and a step count >= 2).")
-        return self.update.step_reduced(loss, grads)[0]
+        return self.update.step_reduced(loss, grads, inputs)[0]
 
     def adasum_process(self, loss, grads):
         """One optimizer step on ``grads`` (already averaged within the AdaSum group by ``grad_reducer``), then the
@@ -283,7 +347,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         if self.adasum is None:
             raise ValueError(f"For '{type(self).__name__}', 'adasum_process' needs AdaSum on (a config with 'adasum' "
                              "in data-parallel training).")
-        return self.adasum.step_reduced(loss, grads)[0]
+        return self.adasum.step_reduced(loss, grads, ())[0]
 
     def construct(self, *inputs):
         if not self.host_hooks_ready:  # a constant while compiling (HostHooks)
@@ -312,9 +376,11 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
             Cell's graph (dataset sink mode). Off (default): nothing runs on the host.
 
     Attributes (the reference's, for subclasses): ``scale_sense`` (the scale Parameter), ``loss_scaling_manager``
-    (the update cell, or None for a fixed Tensor scale), and the methods ``_start_overflow_check``,
-    ``_get_overflow_status``, ``_process_loss_scale``; ``loss_scale`` (the loss-scale part) and
-    ``overflow_detector``.
+    (the update cell, or None for a fixed Tensor scale), ``enable_enhanced_amp`` (bool: a ``GroupLossScaleManager``
+    scales the groups), ``loss_scale_groups`` (its groups; with it only), ``gpu_target`` (bool: the device target is
+    GPU), ``is_distributed`` (bool: data-parallel), and the methods ``_set_sense_scale`` (``set_sense_scale``),
+    ``_start_overflow_check``, ``_get_overflow_status``, ``_process_loss_scale``; ``loss_scale`` (the loss-scale
+    part) and ``overflow_detector``.
 
     Parameters (state, checkpointed):
         scale_sense (float32): the current loss scale (with a ``GroupLossScaleManager``, a constant 1 Tensor: the
@@ -341,6 +407,11 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         self.loss_scale = make_loss_scale(scale_sense, self.boost_config, self.weights, self.parallel)
         self.scale_sense = self.loss_scale.scale_sense
         self.loss_scaling_manager = scale_sense if isinstance(scale_sense, nn.Cell) else None
+        self.enable_enhanced_amp = isinstance(scale_sense, GroupLossScaleManager)
+        if self.enable_enhanced_amp:
+            self.loss_scale_groups = scale_sense.loss_scale_groups
+        self.gpu_target = ms.get_context("device_target") == "GPU"
+        self.is_distributed = self.parallel.distributed
         self.overflow_detector = overflow_detector if overflow_detector is not None \
             else make_overflow_detector(self.parallel.distributed)
         report_path = overflow_report if overflow_report is not None \
@@ -352,6 +423,10 @@ class BoostTrainOneStepWithLossScaleCell(BoostTrainOneStepCell):
         """Set the loss scale to ``sens`` (Tensor of shape () or (1,), a finite float32 > 0); with a
         ``GroupLossScaleManager``, every group's scale."""
         self.loss_scale.set_scale(sens)
+
+    def _set_sense_scale(self, sens):
+        """The reference's name of ``set_sense_scale``."""
+        self.set_sense_scale(sens)
 
     def _start_overflow_check(self, pre_cond, compute_input):
         """The reference's: start an overflow window after ``pre_cond`` (the loss); returns ``(status,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from boost_cells.config import reset_latest_config
+from boost_cells.config_in_force import reset_latest_config
 from boost_cells.mindspore_internals import reset_pynative_executor
 
 MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from boost_cells import AutoBoost, BoostConfig, BoostTrainOneStepCell
-from boost_cells.config import FEATURES, LEVELS, BoostConfigWarning
+from boost_cells.config import FEATURES, LEVELS
+from boost_cells.user_warnings import BoostConfigWarning
 from boost_cells.train_cells import resolve_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

@@ -9,7 +9,7 @@ import pytest
 from mindspore import Parameter, Tensor, nn, ops
 
 from boost_cells import AutoBoost, BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, \
-    BoostTrainOneStepWithLossScaleCell, DimReduce, build_train_network
+    BoostTrainOneStepWithLossScaleCell, DimReduce, FreezeOpt, build_train_network
 from boost_cells.updates.dim_reduce import bfgs
 from boost_cells.updates.pca import load_trajectory, pca_matrix, randomized_pca
 from tests.helpers import HUGE, Linear, NumpyDimReduce, batch, linear_setup, numpy_mse_grads, numpy_mse_loss
@@ -362,3 +362,41 @@ def test_dim_reduce_share_waits_with_a_huge_timeout_instead_of_raising_overflow(
     monkeypatch.setattr(dim_reduce.ops, "AllReduce", lambda: (lambda tensor: tensor))
     shared = dim_reduce.share_from_rank0(np.ones((2, 3), np.float32), 0, 10 ** 30)
     np.testing.assert_array_equal(shared, np.ones((2, 3), np.float32))
+
+
+def test_construct_takes_the_reference_argument_list():
+    """The reference's call, DimReduce(...)(loss, old_grad, loss_scale, weight, weight_clone, *inputs): gradients
+    scaled by loss_scale, already reduced; the clone receives the weights after the step. The construct took
+    (loss, grads, *inputs), so such a call handed the scale and the weights to the network as inputs. The same step
+    through the strategy's own call, step_reduced(loss, grads, inputs), gives the same weights."""
+    x, y = (Tensor(a) for a in batch(seed=20))
+    pca = np.linalg.qr(np.random.RandomState(3).randn(15, 2))[0].T.astype(np.float32)
+    cells = []
+    for _ in range(2):
+        net, net_with_loss, opt = linear_setup()
+        dim_reduce = DimReduce(net_with_loss, opt, opt.parameters, pca, 2, 0.55, 0.9, 0.001, 0.4, 0, 1)
+        loss, grads = ops.value_and_grad(net_with_loss, None, opt.parameters)(x, y)
+        cells.append((net, opt, dim_reduce, loss, grads))
+    net, opt, dim_reduce, loss, grads = cells[0]
+    clone = opt.parameters.clone(prefix="clone", init="zeros")
+    scale = Tensor(8.0, ms.float32)
+    dim_reduce(loss, tuple(g * 8 for g in grads), scale, opt.parameters, clone, x, y)
+    own_net, _, own, own_loss, own_grads = cells[1]
+    own.step_reduced(own_loss, own_grads, (x, y))
+    for weight, same, cloned in zip(net.trainable_params(), own_net.trainable_params(), clone):
+        np.testing.assert_allclose(weight.asnumpy(), same.asnumpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(cloned.asnumpy(), weight.asnumpy())
+    assert not np.array_equal(net.trainable_params()[0].asnumpy(), linear_setup()[0].trainable_params()[0].asnumpy())
+
+
+def test_gradient_freezing_with_dim_reduce_is_refused_naming_both(tmp_path):
+    """DimReduce's subspace spans every weight, so it has no suffix step; a FreezeOpt with a DimReduce config used to
+    fail with a bare NotImplementedError from the update contract."""
+    net, net_with_loss, opt = linear_setup()
+    path = tmp_path / "pca.npy"
+    np.save(path, np.linalg.qr(np.random.RandomState(3).randn(15, 2))[0].T.astype(np.float32))
+    freeze = FreezeOpt(opt, [net.trainable_params()[:1], net.trainable_params()[1:]], [0, 1])
+    config = {"boost": {"mode": "manual", "dim_reduce": True}, "dim_reduce": {"n_components": 2,
+                                                                             "pca_mat_path": str(path)}}
+    with pytest.raises(ValueError, match="gradient freezing cannot train a suffix .* Switch 'grad_freeze' off"):
+        BoostTrainOneStepCell(net_with_loss, freeze, boost_config=config)

@@ -6,12 +6,14 @@ import mindspore as ms
 import mindspore.boost.boost as reference_boost
 import numpy as np
 import pytest
-from mindspore import Tensor, nn
+from mindspore import Parameter, Tensor, nn, ops
+from mindspore.common import dtype as mstype
+from mindspore.ops import functional as F
 
 from boost_cells import (AutoBoost, BoostConfig, BoostConfigWarning, BoostTrainOneStepCell,
-                         BoostTrainOneStepWithLossScaleCell, build_train_network)
+                         BoostTrainOneStepWithLossScaleCell, GroupLossScaleManager, build_train_network)
 from boost_cells.config import FEATURES
-from tests.helpers import accumulation, batch, linear_setup, weights_of
+from tests.helpers import accumulation, batch, data, freeze_config, linear_setup, mlp_setup, weights_of
 
 O0 = {"level": "O0"}
 FLOAT32_MAX = np.finfo(np.float32).max
@@ -172,3 +174,124 @@ def test_level_less_config_dict_takes_the_argument_level():
                              "common": {"device_number": 2}})
     assert boost.config.level_name == "O2" and boost.boost_config["adasum"]
     AutoBoost("O0")
+
+
+# ---------------------------------------------------------------- what a subclass in the reference's style reads
+
+class ReferenceStyleCell(BoostTrainOneStepCell):
+    """A subclass whose ``construct`` is the reference's own (``mindspore.boost.BoostTrainOneStepCell.construct``),
+    plus what a port reads of the cell's state: after each call, ``position`` counts micro-steps modulo
+    ``max_accumulation_step`` beside the cell's ``accumulation_step``, which must agree."""
+
+    def __init__(self, network, optimizer, boost_config):
+        super().__init__(network, optimizer, 1.0, boost_config=boost_config)
+        self.position = Parameter(Tensor(0, mstype.int32), name="position", requires_grad=False)
+
+    def construct(self, *inputs):
+        if self.freeze:
+            loss = self.gradient_freeze_process(*inputs)
+        else:
+            loss = self.network(*inputs)
+            sens = F.fill(loss.dtype, loss.shape, self.sens)
+            grads = self.grad(self.network, self.weights)(*inputs, sens)
+            grads = self.grad_reducer(grads)
+            if self.use_grad_accumulation:
+                loss = self.gradient_accumulation_process(loss, grads, sens, *inputs)
+            elif self.enable_dim_reduce:
+                loss = F.depend(loss, self.dim_reduce(loss, grads, sens, self.weights, self.weights_clone, *inputs))
+            elif self.enable_adasum:
+                loss = F.depend(loss, self.adasum_process(loss, grads))
+            else:
+                loss = F.depend(loss, self.optimizer(grads))
+        position = F.depend((self.position + 1) % self.max_accumulation_step, loss)
+        return F.depend(loss, ops.assign(self.position, position)), self.accumulation_step
+
+
+def pca_file(folder, elements, components=2):
+    """An .npy PCA matrix with orthonormal rows over ``elements`` weight elements."""
+    rows = np.linalg.qr(np.random.RandomState(3).randn(elements, components))[0].T.astype(np.float32)
+    path = folder / "pca.npy"
+    np.save(path, rows)
+    return str(path)
+
+
+SUBCLASS_CONFIGS = {
+    "O0": lambda tmp_path: O0,
+    "accumulation": lambda tmp_path: accumulation(2),
+    "freezing": lambda tmp_path: freeze_config(param_groups=3, freeze_type=2, freeze_p=0.5, total_steps=4),
+    "dim_reduce": lambda tmp_path: {"boost": {"mode": "manual", "dim_reduce": True},
+                                    "dim_reduce": {"pca_mat_path": pca_file(tmp_path, 219), "n_components": 2}},
+}
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.slow] if case == "dim_reduce" else [])
+                                  for case in sorted(SUBCLASS_CONFIGS)])  # DimReduce's line search: 7 s in PyNative
+def test_a_subclass_with_the_reference_construct_trains_as_the_cell(mode, case, tmp_path):
+    """The reference's construct reads freeze, use_grad_accumulation, max_accumulation_step, accumulation_step,
+    enable_dim_reduce (and dim_reduce, weights_clone with the reference's argument list) and enable_adasum; six of
+    them were missing, and DimReduce took (loss, grads, *inputs). Four steps of the subclass equal four steps of the
+    cell it subclasses, and its counter agrees with the cell's."""
+    config = SUBCLASS_CONFIGS[case](tmp_path)
+    net, net_with_loss, opt = mlp_setup()
+    subclassed = ReferenceStyleCell(net_with_loss, opt, boost_config=config)
+    plain_net, plain_with_loss, plain_opt = mlp_setup()
+    plain = BoostTrainOneStepCell(plain_with_loss, plain_opt, 1.0, boost_config=config)
+    for step in range(4):
+        loss, counter = subclassed(*data(step))
+        np.testing.assert_allclose(loss.asnumpy(), plain(*data(step)).asnumpy(), rtol=1e-6)
+        cycle = 2 if case == "accumulation" else 1
+        assert int(counter.asnumpy()) == int(subclassed.position.asnumpy()) == (step + 1) % cycle
+    assert weights_of(net).keys() == weights_of(plain_net).keys()
+    for name, value in weights_of(net).items():
+        np.testing.assert_allclose(value, weights_of(plain_net)[name], rtol=1e-6, atol=1e-7)
+    assert any((value != weights_of(mlp_setup()[0])[name]).any() for name, value in weights_of(net).items())
+
+
+def test_the_reference_attributes_of_a_train_cell_mean_what_they_mean_there():
+    """What the reference's BoostTrainOneStepCell.__init__ sets, read back here: auto_boost holds the cell's config
+    without putting it in force; accumulation_step and grad_accumulation are accumulation's counter and buffers;
+    freeze_nets, train_strategy and step are the freezing sequence's; sync_tensor is the reference's constant 0."""
+    AutoBoost("O0", accumulation(4))
+    _, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=freeze_config(freeze_type=2, **accumulation(2)))
+    assert cell.auto_boost.config == cell.boost_config and cell.auto_boost.grad_accumulation_step == 2
+    assert AutoBoost().grad_accumulation_step == 4  # the config in force is left alone
+    assert cell.accumulation_step is cell.update.accumulation_step
+    assert tuple(cell.grad_accumulation) == tuple(cell.update.grad_sums) and len(cell.grad_accumulation) == 12
+    assert cell.train_strategy is cell.optimizer.train_strategy
+    assert cell.step is cell.train_step.schedule.position
+    assert len(cell.freeze_nets) == 3 and cell.mean is None and cell.degree is None
+    assert int(cell.sync_tensor.asnumpy()) == 0
+    x, y = data(0)
+    first = cell.weights[0].asnumpy().copy()
+    cell.freeze_nets[1](x, y)
+    cell.freeze_nets[1](x, y)  # trains from group 1: the first layer stays
+    np.testing.assert_array_equal(cell.weights[0].asnumpy(), first)
+    assert cell.weights[4].asnumpy().tolist() != mlp_setup()[0].trainable_params()[4].asnumpy().tolist()
+
+    _, net_with_loss, opt = linear_setup()
+    plain = BoostTrainOneStepCell(net_with_loss, opt, boost_config=O0)
+    assert int(plain.accumulation_step.asnumpy()) == 0 and int(plain.step.asnumpy()) == 0
+    assert plain.train_strategy is None and plain.freeze_nets is None
+    assert not hasattr(plain, "grad_accumulation") and not hasattr(plain, "dim_reduce")
+
+
+def test_the_automatic_schedule_refuses_the_sequence_attributes_naming_what_to_read():
+    _, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=freeze_config(freeze_type="auto"))
+    for name in ("train_strategy", "step"):
+        with pytest.raises(ValueError, match=f"'{name}' has no value with the automatic .*current_index"):
+            getattr(cell, name)
+
+
+def test_the_reference_attributes_of_the_loss_scale_cell():
+    _, net_with_loss, opt = linear_setup()
+    cell = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, Tensor(8.0, ms.float32))
+    assert cell.enable_enhanced_amp is False and cell.gpu_target is False and cell.is_distributed is False
+    assert not hasattr(cell, "loss_scale_groups")
+    cell._set_sense_scale(Tensor(4.0, ms.float32))  # pylint: disable=protected-access
+    assert float(cell.scale_sense.asnumpy()) == 4.0
+    net, net_with_loss, opt = linear_setup()
+    groups = [[net.trainable_params()[0]], [net.trainable_params()[1]]]
+    grouped = BoostTrainOneStepWithLossScaleCell(net_with_loss, opt, GroupLossScaleManager(4.0, groups))
+    assert grouped.enable_enhanced_amp is True and grouped.loss_scale_groups == tuple(map(tuple, groups))

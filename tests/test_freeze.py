@@ -8,7 +8,8 @@ from mindspore.boost.grad_freeze import GradientFreeze as ReferenceFreeze
 
 from boost_cells import (AutoBoost, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate,
                          FreezeOpt, GradientFreeze, build_train_network, freeze_cell)
-from boost_cells.config import BoostConfig, BoostConfigWarning
+from boost_cells.config import BoostConfig
+from boost_cells.user_warnings import BoostConfigWarning
 from tests.helpers import GROUP_STARTS, TanhMLP, data, freeze_config, mlp_setup, numpy_mlp_grads, state
 
 

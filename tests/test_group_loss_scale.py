@@ -413,3 +413,26 @@ def test_group_loss_scale_manager_arguments_raise_value_error_naming_them(kwargs
     ValueError naming the argument now."""
     with pytest.raises(ValueError, match=message):
         GroupLossScaleManager(loss_scale_groups=[], **kwargs)
+
+
+def test_the_reference_state_names_and_update_loss_scale_status_match_the_reference():
+    """mindspore.boost's manager keeps dynamic_loss_scale (n + 2 scales by layer, 1 at both ends) and layer_loss_scale
+    (n + 1 boundary ops), and moves a group's scale with update_loss_scale_status(layer, ratio); they were missing,
+    folded into scales. Both managers, bound to two groups at 8, moved alike, read alike."""
+    from mindspore.boost import GroupLossScaleManager as Reference  # pylint: disable=import-outside-toplevel
+    ours, reference = GroupLossScaleManager(8.0, []), Reference(8.0, [])
+    assert ours.dynamic_loss_scale is None and ours.layer_loss_scale is None
+    for manager in (ours, reference):
+        manager.set_loss_scale_status(2, 8.0)
+    for layer, ratio in ((1, 0.5), (0, Tensor(2.0, mstype.float32)), (1, 0.25)):
+        assert float(ours.update_loss_scale_status(layer, ratio).asnumpy()) == \
+            float(reference.update_loss_scale_status(layer, ratio).asnumpy())
+    assert [float(s.asnumpy()) for s in ours.dynamic_loss_scale] == \
+        [float(s.asnumpy()) for s in reference.dynamic_loss_scale] == [1.0, 16.0, 1.0, 1.0]
+    assert ours.scales.asnumpy().tolist() == [16.0, 1.0]
+    assert len(ours.layer_loss_scale) == len(reference.layer_loss_scale) == 3
+    x = Tensor(np.ones((2, 3), np.float32))
+    grad = ops.grad(lambda value: (ours.layer_loss_scale[1](value, Tensor(4.0, mstype.float32)) * 3).sum())(x)
+    assert grad.asnumpy().tolist() == [[12.0] * 3] * 2
+    with pytest.raises(ValueError, match="'layer' must be a group index in \\[0, 2\\)"):
+        ours.update_loss_scale_status(2, 0.5)

@@ -103,8 +103,8 @@ def test_the_private_access_checker_fails_a_broken_sample():
 
 def test_no_module_level_mutable_state():
     """No registry, cache or table that one caller could change for every other: module-level constants are
-    tuples, frozensets or read-only mappings. (``config.latest_config()`` is the one process-wide value; it is
-    held as a plain reference, set only through ``set_latest_config``/``reset_latest_config``.)"""
+    tuples, frozensets or read-only mappings. (``config_in_force.latest_config()`` is the one process-wide value;
+    it is held as a plain reference, set only through ``set_latest_config``/``reset_latest_config``.)"""
     offenders = []
     for info in pkgutil.walk_packages(boost_cells.__path__, "boost_cells."):
         module = importlib.import_module(info.name)
@@ -165,3 +165,16 @@ def test_the_cross_import_check_finds_every_form(tmp_path):
         "test_broken.py:3 imports tests.test_good", "test_broken.py:4 imports .test_good",
         "test_broken.py:5 imports .test_good", "test_broken.py:6 imports test_good",
         "test_broken.py:8 imports tests.test_freeze"]
+
+
+def test_the_config_in_force_is_the_one_module_level_value_and_config_keeps_one_concern():
+    """The process's config in force has a module of its own, the only one that rebinds a module-level name
+    (``global``); config.py holds the config (schema, resolution, validation), not the warnings, the shipped names'
+    lookup or the process-wide value it used to hold beside it."""
+    rebinding = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "boost_cells").rglob("*.py")
+                       if any(isinstance(node, ast.Global) for node in ast.walk(ast.parse(path.read_text()))))
+    assert rebinding == ["boost_cells/config_in_force.py"]
+    defined = {node.name for node in ast.parse((ROOT / "boost_cells" / "config.py").read_text()).body
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert not defined & {"BoostConfigWarning", "warn_user", "latest_config", "set_latest_config",
+                          "reset_latest_config", "_config_file", "_nearest_name"}

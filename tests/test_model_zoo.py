@@ -250,14 +250,12 @@ def test_no_dense_warns_once_per_auto_boost():
     assert [r.category for r in records] == [BoostConfigWarning] and records[0].filename == __file__
     assert isinstance(network, LessBN) and isinstance(evaluated, LessBN)
     assert network.network is net and any(optimizer.grad_centralization_flags)
-    with warnings.catch_warnings(record=True) as records:
-        warnings.simplefilter("always")
-        AutoBoost("O1").network_auto_process_eval(SuperResolution())
-    assert len(records) == 1  # a new AutoBoost warns again
-    with warnings.catch_warnings(record=True) as records:
-        warnings.simplefilter("always")
-        AutoBoost("O1", {"less_bn": {"fn_flag": False}}).network_auto_process_eval(SuperResolution())
-    assert not records
+    for config_dict, warned in (("", 1), ({"less_bn": {"fn_flag": False}}, 0)):  # a new AutoBoost warns again
+        boost = AutoBoost("O1", config_dict)  # it replaces the config in force, with a warning of its own
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            boost.network_auto_process_eval(SuperResolution())
+        assert len(records) == warned
 
 
 # ---------------------------------------------------------------- a ready train cell

@@ -4,6 +4,8 @@ Every strategy says how many optimizer updates a step applied (``step`` returns 
 step returns it with its outputs; the freezing schedule advances by it. ``build_step`` builds everything a cell runs
 once: ``Model.train`` never rebuilds the train cell, so a ``FreezeOpt`` the user built keeps its groups on every
 path, sink mode included."""
+import inspect
+
 import numpy as np
 import mindspore as ms
 import pytest
@@ -15,6 +17,7 @@ from boost_cells.distributed import parallel_info
 from boost_cells.scaling.loss_scale import LossScale
 from boost_cells.scaling.overflow import FiniteCheck
 from boost_cells.steps import build_step
+from boost_cells.updates import AdaSumUpdate, ApplyGradients, DimReduce, GradientAccumulation, UpdateStrategy
 from tests.helpers import TanhMLP, accumulation, batch, linear_setup
 
 
@@ -83,3 +86,16 @@ def test_model_train_keeps_a_user_freeze_opt_and_its_groups_in_sink_mode(graph_m
     assert model.train_network is built and built.optimizer is user and not built.level_route.active
     assert [len(o.parameters) for o in user.opts] == [6, 4] and built.freeze_plan.sequence == (0, 1, 1)
     assert built.train_step.current_index() == 1
+
+
+def test_every_update_strategy_keeps_the_whole_contract():
+    """``step_reduced`` and ``for_suffix`` are every strategy's own (DimReduce left both to the base's
+    NotImplementedError), ``step_reduced`` takes the step's inputs as ``step`` does (DimReduce's line search runs the
+    network on them), and ``adasum_part`` names the part that combines the ranks' updates, so the step builder asks
+    the strategy instead of checking its class."""
+    for cls in (ApplyGradients, GradientAccumulation, AdaSumUpdate, DimReduce):
+        assert cls.step_reduced is not UpdateStrategy.step_reduced and cls.for_suffix is not UpdateStrategy.for_suffix
+        assert list(inspect.signature(cls.step_reduced).parameters) == ["self", "loss", "grads", "inputs"]
+    _, _, opt = linear_setup()
+    assert ApplyGradients(opt).adasum_part() is None and GradientAccumulation(2, opt).adasum_part() is None
+    assert AdaSumUpdate.adasum_part is not UpdateStrategy.adasum_part

@@ -11,7 +11,7 @@ from types import MappingProxyType
 import numpy as np
 from mindspore.nn.optim import Optimizer
 
-from ..config import warn_user
+from ..user_warnings import warn_user
 from ..rules import check
 from .plan import FreezePlan
 from .prefix_cache import staged_network

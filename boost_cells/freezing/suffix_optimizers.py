@@ -93,6 +93,8 @@ class FreezeOpt(nn.Cell):
         plan (FreezePlan): the schedule the train cell follows (from ``plan``, or the given strategy's; after the
             cell's ``fit_to_run``, the plan fitted to the run).
         strategy (tuple of int): its sequence (() for the automatic schedule); ``train_strategy`` as a Tensor.
+        learning_rate, dynamic_lr: ``opt``'s initial learning rate and whether it changes per step, as the
+            reference's (read-only).
 
     Raises:
         TypeError: ``opt`` is not an Optimizer, a group is not a list, or ``plan`` is not a FreezePlan.
@@ -152,6 +154,21 @@ class FreezeOpt(nn.Cell):
         for index, opt in enumerate(self.opts):
             segment_of.update((id(p), index) for p in opt.parameters)
         return segment_of
+
+    @property
+    def learning_rate(self):
+        """The optimizer's initial learning rate (``init_learning_rate``; a LARS's inner optimizer's), as the
+        reference's ``FreezeOpt`` keeps it."""
+        return self._base_optimizer().init_learning_rate
+
+    @property
+    def dynamic_lr(self):
+        """Whether the optimizer's learning rate changes per step, as the reference's ``FreezeOpt`` keeps it."""
+        return self._base_optimizer().dynamic_lr
+
+    def _base_optimizer(self):
+        """The optimizer that holds the learning rate: a LARS's inner optimizer, else the optimizer."""
+        return self.optimizer.opt if isinstance(self.optimizer, nn.LARS) else self.optimizer
 
     @staticmethod
     def _strategy(train_strategy, groups):

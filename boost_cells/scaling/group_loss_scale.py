@@ -88,6 +88,11 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
     Parameters (state, checkpointed; created when bound):
         group_loss_scale.scales (float32, shape (n,)): the current scale of each group.
 
+    The reference's names for the same state, None before binding: ``dynamic_loss_scale`` (read-only: the n + 2
+    scales by layer, 1 at both ends, as float32 scalars), ``layer_loss_scale`` (read-only: the n + 1 boundary ops,
+    ``layer_loss_scale[layer1](x, ratio)`` the identity whose backward pass multiplies by ``ratio``; one cell serves
+    every boundary here) and ``update_loss_scale_status(layer, update_ratio)``.
+
     Inputs: ``x`` (Tensor), ``layer1``, ``layer2`` (int constants in [0, n + 1]; others raise ValueError).
     Outputs: ``x``, unchanged (cast to float16/bfloat16 under ``to_float``; unchanged before binding, when
     there are no scales yet).
@@ -161,6 +166,40 @@ class GroupLossScaleManager(nn.Cell, LossScaleManager):
             values = np.full((loss_scale_number,), init_loss_scale, np.float32)
         self.loss_scale_number = loss_scale_number
         self.scales = Parameter(Tensor(values), name="group_loss_scale.scales", requires_grad=False)
+
+    @property
+    def dynamic_loss_scale(self):
+        """The scale of each layer, the reference's ``dynamic_loss_scale``: a tuple of n + 2 float32 scalars, 1 at
+        layer 0 (the input end) and n + 1 (the loss end), group g's scale at layer g + 1; None before binding. Read
+        only: it is read from ``scales``, which ``update_loss_scale_status`` and the train cell move."""
+        if self.scales is None:
+            return None
+        layers = ops.concat((self.end, self.scales, self.end))
+        return tuple(layers[layer] for layer in range(self.loss_scale_number + 2))
+
+    @property
+    def layer_loss_scale(self):
+        """The reference's boundary ops, one per layer 0..n: ``layer_loss_scale[layer1](x, ratio)`` is ``x``, its
+        backward pass multiplied by ``ratio`` (the same cell for every layer here; the reference's
+        ``_DynamicLossScale`` runs on Ascend only). None before binding."""
+        return None if self.scales is None else (self.scale_gradient,) * (self.loss_scale_number + 1)
+
+    def update_loss_scale_status(self, layer, update_ratio):
+        """Multiply group ``layer``'s scale (0-based: the reference's layer ``layer + 1``) by ``update_ratio``, as the
+        reference does (without the ``min_scale``/``max_scale`` bounds, which the train cell's policy keeps); returns
+        the new scale. The train cell moves the scales itself; this is for code that moves them as the reference's
+        cell does.
+
+        Raises:
+            ValueError: before binding, or ``layer`` outside ``[0, n)``.
+        """
+        if self.scales is None or not (isinstance(layer, int) and 0 <= layer < self.loss_scale_number):
+            raise ValueError(f"For '{_NAME}', 'layer' must be a group index in [0, {self.loss_scale_number}) of a "
+                             f"bound manager (bound when a train cell is built over it), but got {layer!r}.")
+        ones = ops.ones((self.loss_scale_number,), mstype.float32)
+        factors = ops.select(ops.arange(self.loss_scale_number) == layer, ones * update_ratio, ones)
+        updated = ops.assign(self.scales, self.scales * factors)
+        return updated[layer]
 
     def bind(self, params):
         """Group index (0-based) of each of ``params`` (the optimizer's parameters), after creating the scales.

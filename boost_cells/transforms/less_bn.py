@@ -11,7 +11,7 @@ is renamed: the wrapper does not prefix names, and the head's parameters carry t
 """
 from mindspore import nn
 
-from ..config import warn_user
+from ..user_warnings import warn_user
 from ..mindspore_internals import refresh_sequential_cell
 from ..rules import check
 from .centralization import OptimizerProcess, ParameterProcess

@@ -92,8 +92,9 @@ class GradientAccumulation(UpdateStrategy):
 
     Inputs: ``loss`` (Tensor), ``grads`` (tuple of Tensor, this rank's gradients).
     Outputs: ``loss``, depending on the accumulation (and, on the k-th micro-step, on the update).
-    ``step_reduced(loss, grads)`` takes gradients already reduced across ranks (the reference's order) and does
-    not reduce the mean again.
+    ``step_reduced(loss, grads, inputs)`` takes gradients already reduced across ranks (the reference's order) and
+    does not reduce the mean again; ``inputs`` go to ``apply_update`` with the mean (DimReduce's line search runs the
+    network on the last micro-batch).
     """
 
     def __init__(self, max_accumulation_step, optimizer, apply_update=None, *, shared=None):
@@ -123,11 +124,14 @@ class GradientAccumulation(UpdateStrategy):
         return GradientAccumulation(self.max_accumulation_step, optimizer, self.apply_update.for_suffix(optimizer),
                                     shared=self)
 
+    def adasum_part(self):
+        return self.apply_update.adasum_part()
+
     def monitor_state(self):
         """For ``BoostMonitor`` (host side, once per report): the micro-steps done in the current cycle."""
         return {"accumulation_step": int(self.accumulation_step.asnumpy())}
 
-    def _micro_step(self, loss, grads, reduced):
+    def _micro_step(self, loss, grads, inputs, reduced):
         added = self.hyper_map(ops.partial(gradient_accumulation_op, self.max_accumulation_step), self.grad_sums,
                                grads)
         step = ops.depend(self.accumulation_step + 1, added)
@@ -136,13 +140,13 @@ class GradientAccumulation(UpdateStrategy):
             means = self.hyper_map(_as_gradient, self.grad_sums, grads)
             if not reduced and self.grad_reducer is not None:
                 means = self.grad_reducer(means)
-            loss, applied = self.apply_update.step_reduced(loss, means)
+            loss, applied = self.apply_update.step_reduced(loss, means, inputs)
             loss = ops.depend(loss, self.hyper_map(ops.partial(_clear_after, loss), self.grad_sums))
             step = ops.zeros_like(step)
         return ops.depend(loss, ops.assign(self.accumulation_step, step)), applied
 
     def step(self, loss, grads, inputs):
-        return self._micro_step(loss, grads, False)
+        return self._micro_step(loss, grads, inputs, False)
 
-    def step_reduced(self, loss, grads):
-        return self._micro_step(loss, grads, True)
+    def step_reduced(self, loss, grads, inputs):
+        return self._micro_step(loss, grads, inputs, True)

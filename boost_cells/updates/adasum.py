@@ -68,7 +68,8 @@ class AdaSum(nn.Cell):
 
     Args:
         rank (int): this rank. device_number (int): ranks per group. group_number (int): groups, a power of
-            two >= 2. parameter_tuple (ParameterTuple): the weights (shapes and order of the deltas).
+            two >= 2. parameter_tuple (ParameterTuple): the weights (shapes and order of the deltas; not kept).
+        The first three are kept as attributes of the same names, as the reference keeps them.
 
     Inputs: ``delta_weights`` (tuple of Tensor, ``old - new`` per weight), ``parameters`` (the weights, written),
     ``old_parameters`` (the weights before this step).
@@ -78,6 +79,7 @@ class AdaSum(nn.Cell):
     def __init__(self, rank, device_number, group_number, parameter_tuple):
         super().__init__()
         adasum_groups(device_number * group_number, device_number)
+        self.rank, self.device_number, self.group_number = rank, device_number, group_number
         group, position = divmod(rank, device_number)
         self.all_reduces = []
         self.roles = []
@@ -135,8 +137,8 @@ class AdaSumUpdate(UpdateStrategy):
     Parameters (state, checkpointed):
         adasum.old.<weight name>: the weights before this step's optimizer update.
 
-    ``grad_reducer`` is the mean within the group (None for groups of one rank); ``step_reduced(loss, grads)`` takes
-    gradients already averaged within the group (the reference's order).
+    ``grad_reducer`` is the mean within the group (None for groups of one rank); ``step_reduced(loss, grads,
+    inputs)`` takes gradients already averaged within the group (the reference's order).
 
     Raises:
         ValueError: stand-alone training, or a rank count AdaSum cannot serve (names the count and the rule).
@@ -168,7 +170,10 @@ class AdaSumUpdate(UpdateStrategy):
     def for_suffix(self, optimizer):
         return AdaSumUpdate(optimizer, self.info, self.device_number, shared=self)
 
-    def step_reduced(self, loss, grads):
+    def adasum_part(self):
+        return self
+
+    def step_reduced(self, loss, grads, inputs):
         saved = self.hyper_map(_store, self.old_weights, self.weights)
         loss = ops.depend(loss, self.optimizer(ops.depend(grads, saved)))
         deltas = self.hyper_map(ops.partial(_delta, loss), self.old_weights, self.weights)

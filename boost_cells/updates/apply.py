@@ -22,7 +22,7 @@ class ApplyGradients(UpdateStrategy):
         self.optimizer = optimizer
         self.info = info
 
-    def step_reduced(self, loss, grads):
+    def step_reduced(self, loss, grads, inputs):
         return ops.depend(loss, self.optimizer(grads)), self.one_update
 
     def for_suffix(self, optimizer):

@@ -33,6 +33,7 @@ EPSILON = 1e-20
 
 _trial = ops.MultitypeFuncGraph("trial")
 _final = ops.MultitypeFuncGraph("final")
+_unscale = ops.MultitypeFuncGraph("unscale")
 
 
 @_trial.register("Tensor", "Tensor", "Tensor", "Tensor")
@@ -44,6 +45,11 @@ def _trial_tensor(step, weight, saved, direction):
 def _final_tensor(gamma, alpha, step, weight, saved, momentum, residual, direction):
     new_momentum = ops.assign(momentum, gamma * momentum + residual)
     return ops.assign(weight, ops.cast(saved - (alpha * new_momentum - step * direction), weight.dtype))
+
+
+@_unscale.register("Tensor", "Tensor")
+def _unscale_tensor(loss_scale, grad):
+    return ops.cast(grad, mstype.float32) / ops.cast(loss_scale, mstype.float32)
 
 
 def bfgs(bk, gk_last, sk, has_last, gk):
@@ -60,15 +66,15 @@ def bfgs(bk, gk_last, sk, has_last, gk):
 
 
 class DimReduce(UpdateStrategy):
-    """The DimReduce update strategy (``construct(loss, grads, *inputs) -> loss``): see the module docstring.
+    """The DimReduce update strategy: see the module docstring.
 
-    Same constructor as ``mindspore.boost.DimReduce``. Differences: ``pca_mat_local`` is the whole matrix on every
-    rank (each rank projects the all-reduced gradient itself, so only AllReduce is needed, and every rank computes
-    the same values: the replicas stay bit-identical); ``construct`` takes this rank's unscaled gradients and the
-    step's inputs (the ``UpdateStrategy`` contract's ``step(loss, grads, inputs)``: its line search runs the network
-    on them) instead of the reference's ``(loss, old_grad, loss_scale, weight, weight_clone, *inputs)``.
-    Data-parallel, gradients and losses are averaged over ranks (whatever ``gradients_mean`` says: the line search
-    compares a mean loss).
+    Same constructor and ``construct`` as ``mindspore.boost.DimReduce``. One difference: ``pca_mat_local`` is the
+    whole matrix on every rank (each rank projects the all-reduced gradient itself, so only AllReduce is needed, and
+    every rank computes the same values: the replicas stay bit-identical). Its own calls are the ``UpdateStrategy``
+    contract's: ``step(loss, grads, inputs)`` takes this rank's unscaled gradients and reduces them,
+    ``step_reduced(loss, grads, inputs)`` gradients already reduced; ``inputs`` is the tuple of the step's network
+    inputs, on which the line search runs the network. Data-parallel, gradients and losses are averaged over ranks
+    (whatever ``gradients_mean`` says: the line search compares a mean loss).
 
     Args:
         network (Cell): the network with loss, run again by the line search.
@@ -84,13 +90,16 @@ class DimReduce(UpdateStrategy):
         dim_reduce.sk (float32, (k, 1)): the last accepted subspace step rho^m d_k.
         dim_reduce.has_last (bool): whether a step was accepted yet (no BFGS update before).
         dim_reduce.momentum.<weight name> (float32): the residual-gradient momentum.
-        dim_reduce.saved.<weight name> (float32): the weights at the start of the step (scratch for the line
-            search; equal to the weights between steps).
+        dim_reduce.saved.<weight name> (float32): a clone of the weights, equal to them between steps, from which
+            the line search restores them (the reference's ``weight_clone``).
 
-    Inputs: ``loss`` (Tensor, this rank's loss), ``grads`` (tuple of Tensor, this rank's unscaled gradients),
-    ``*inputs`` (the step's network inputs, for the line search).
-    Outputs: ``loss``, depending on the update. (``step_reduced`` and ``for_suffix`` do not apply: the line search
-    needs the inputs, and DimReduce trains every weight, alone.)
+    Inputs (the reference's): ``loss`` (Tensor, this rank's loss), ``old_grad`` (tuple of Tensor, the gradients
+    already reduced across ranks, scaled by ``loss_scale``: the reference's train cell passes them through its
+    ``grad_reducer``), ``loss_scale`` (Tensor, the backward pass's start, which the gradients are divided by),
+    ``weight`` (the weights this DimReduce was built over: the reference's cell passes the same tuple),
+    ``weight_clone`` (a tuple of Parameters shaped as the weights, which receives the weights after the step, as
+    the reference keeps its clone equal to them), ``*inputs`` (the step's network inputs, for the line search).
+    Outputs: ``loss``, depending on the update.
 
     Raises:
         TypeError: ``network`` is not a Cell, or a weight is not float32. ValueError: an argument out of range (each
@@ -130,7 +139,7 @@ class DimReduce(UpdateStrategy):
         self.steps = (Tensor(1.0, mstype.float32), Tensor(float(rho), mstype.float32))
         self.no_step = Tensor(0.0, mstype.float32)
         self.gamma, self.alpha, self.sigma = float(gamma), float(alpha), float(sigma)
-        self.rank_size = rank_size
+        self.rank, self.rank_size = rank, rank_size
         self.loss_reducer = ops.AllReduce() if rank_size > 1 else None
         self.project_back = ops.MatMul(transpose_a=True)
         self.hyper_map = ops.HyperMap()
@@ -144,7 +153,7 @@ class DimReduce(UpdateStrategy):
         self.momentum = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32)), requires_grad=False,
                                                  name="dim_reduce.momentum." + w.name)
                                        for w in self.weights)
-        self.saved = ParameterTuple(Parameter(Tensor(np.zeros(w.shape, np.float32)), requires_grad=False,
+        self.saved = ParameterTuple(Parameter(Tensor(w.asnumpy()), requires_grad=False,
                                               name="dim_reduce.saved." + w.name)
                                     for w in self.weights)
 
@@ -162,12 +171,21 @@ class DimReduce(UpdateStrategy):
         restored = self.hyper_map(self.assign, self.weights, ops.depend(self.saved, new_loss))
         return ops.depend(accepted, restored)
 
-    def construct(self, loss, grads, *inputs):
-        return self.step(loss, grads, inputs)[0]
+    def construct(self, loss, old_grad, loss_scale, weight, weight_clone, *inputs):
+        grads = self.hyper_map(ops.partial(_unscale, loss_scale), old_grad)
+        loss = self.step_reduced(loss, grads, inputs)[0]
+        return ops.depend(loss, self.hyper_map(self.assign, weight_clone, ops.depend(weight, loss)))
 
-    def step(self, loss, grads, inputs):
-        if self.grad_reducer is not None:
-            grads = self.grad_reducer(grads)
+    def for_suffix(self, optimizer):
+        raise ValueError("For 'DimReduce', gradient freezing cannot train a suffix of the weights with DimReduce: its "
+                         "PCA subspace and line search span every weight at once, so a step over a suffix alone has no "
+                         "meaning. Switch 'grad_freeze' off (a config with 'dim_reduce' on does), or 'dim_reduce' "
+                         "off, or pass the optimizer itself rather than a FreezeOpt.")
+
+    def step_reduced(self, loss, grads, inputs):
+        if not inputs:
+            raise ValueError("For 'DimReduce', 'inputs' must be the step's network inputs, which the line search runs "
+                             "the network on, but got none.")
         old_loss = self._mean_loss(loss)
         flat = flatten(self.hyper_map, grads)
         gk = ops.matmul(self.pca, ops.reshape(flat, (-1, 1)))
@@ -191,7 +209,8 @@ class DimReduce(UpdateStrategy):
                               self.weights)
         updated = self.hyper_map(ops.partial(_final, self.gamma, self.alpha, step), self.weights, self.saved,
                                  self.momentum, residuals, directions)
-        return ops.depend(loss, updated), self.one_update
+        cloned = self.hyper_map(self.assign, self.saved, updated)
+        return ops.depend(loss, cloned), self.one_update
 
 
 def make_dim_reduce(section, network, optimizer, info):

@@ -16,13 +16,17 @@ class UpdateStrategy(nn.Cell):
     - ``step(loss, grads, inputs) -> (loss, applied)``: ``grads``, a tuple in ``weights``' order; ``inputs``, the
       step's inputs as a tuple (DimReduce's line search runs the network on them; the others ignore them).
       ``loss`` comes back made to depend on the update; ``applied`` is an int32 scalar, the optimizer updates applied
-      (1, or 0 on an accumulating micro-step). Default: ``grad_reducer`` (if any), then ``step_reduced``.
-    - ``step_reduced(loss, grads) -> (loss, applied)``: the same for gradients a caller already reduced with
-      ``grad_reducer`` (a train-cell subclass that reduces them itself, as the reference's ``construct`` does).
+      (1, or 0 on an accumulating micro-step). Here: ``grad_reducer`` (if any), then ``step_reduced``.
+    - ``step_reduced(loss, grads, inputs) -> (loss, applied)``: the same for gradients a caller already reduced with
+      ``grad_reducer`` (a train-cell subclass that reduces them itself, as the reference's ``construct`` does). Every
+      strategy implements it.
     - ``grad_reducer`` (Cell or None): the cross-rank reduction ``step`` applies, None stand-alone;
-      ``set_grad_reducer(reducer)`` replaces it.
+      ``set_grad_reducer(reducer)`` replaces it (a train cell does when a subclass assigns its own).
     - ``for_suffix(optimizer)``: the same strategy over a suffix optimizer of gradient freezing (an optimizer over
-      some of this one's weights, sharing its optimizer state), using this strategy's own state (buffers, counters).
+      some of this one's weights, sharing its optimizer state), using this strategy's own state (buffers, counters);
+      a strategy that cannot train a suffix alone raises ValueError saying so, when the train cell is built.
+    - ``adasum_part()``: the ``AdaSumUpdate`` that combines the ranks' updates in this strategy (itself, or the one
+      an accumulation applies its mean through), or None: what a train cell's ``adasum_process`` runs.
     - ``construct(loss, grads) -> loss``: ``step`` without inputs, for code that calls a strategy as the reference
       calls its accumulation (``accumulate(loss, grads)``).
 
@@ -46,13 +50,16 @@ class UpdateStrategy(nn.Cell):
     def step(self, loss, grads, inputs):
         if self.grad_reducer is not None:
             grads = self.grad_reducer(grads)
-        return self.step_reduced(loss, grads)
+        return self.step_reduced(loss, grads, inputs)
 
-    def step_reduced(self, loss, grads):
+    def step_reduced(self, loss, grads, inputs):
         raise NotImplementedError
 
     def for_suffix(self, optimizer):
         raise NotImplementedError
+
+    def adasum_part(self):
+        return None
 
     def construct(self, loss, grads):
         return self.step(loss, grads, ())[0]
