@@ -1,13 +1,13 @@
 """What the automatic freezing schedule sees: each segment's displacement, the head's included, at every decision of
 a run that never freezes, on ``bench/o1_speedup.py``'s workloads.
 
-    python bench/freeze_trace.py [--workload launch compute augment finetune] [--seed 0]
+    python bench/freeze_trace.py [--workload launch compute augment finetune vit vit-finetune] [--seed 0]
 
-Each run is ``configs/O1.json`` through ``boost_cells.Model`` (``bench/o1_speedup.py``'s network, data, learning rate
-and epochs), stand-alone, with ``grad_freeze.auto_threshold`` and ``auto_head_ratio`` set so low that no segment
-ever settles (the ratio above 0, so that the head is measured too): the schedule still decides every interval, at
-the file's own decision points, so every decision's evidence is recorded, but the front trains to the end. Printed
-per workload: the update of each decision and its share of the run, each segment's displacement (how far its
+Each run is ``configs/O1.json`` through ``boost_cells.Model`` (``bench/o1_speedup.py``'s network, data, optimizer,
+learning rate and epochs), stand-alone, with ``grad_freeze.auto_threshold`` and ``auto_head_ratio`` set so low that
+no segment ever settles (the ratio above 0, so that the head is measured too): the schedule still decides every
+interval, at the file's own decision points, so every decision's evidence is recorded, but the front trains to the
+end. Printed per workload: the update of each decision and its share of the run, each segment's displacement (how far its
 weights moved since the decision before, against their size, per 100 updates; the last segment is the head), each
 front segment's displacement against the head's, and the first update at which the file's own rule would have
 frozen the front (every front segment below ``auto_threshold``, or below ``auto_head_ratio`` times the head, at two
@@ -56,12 +56,12 @@ def trace(workload, seed):
     x_train, x_test, y_train, y_test = speedup.workload_data(workload)
     net = speedup.starting_network(workload, seed)
     config = {**CONFIG, "grad_freeze": {**SCHEDULE, "auto_threshold": NEVER_SETTLES, "auto_head_ratio": NEVER_SETTLES}}
-    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                  nn.Momentum(net.trainable_params(), speedup.LR, speedup.MOMENTUM), boost_level="O1",
+    training, peak = speedup.optimizer(workload, net.trainable_params())
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), training, boost_level="O1",
                   boost_config_dict=config)
     decisions = Decisions()
     model.train(epochs, speedup.training_dataset(workload, x_train, y_train, 0, 1, seed),
-                callbacks=[speedup.CosineLearningRate(speedup.LR, epochs), decisions], dataset_sink_mode=False)
+                callbacks=[speedup.CosineLearningRate(peak, epochs), decisions], dataset_sink_mode=False)
     model.predict_network.set_train(False)
     return decisions.decisions, decisions.update, speedup.accuracy(model.predict_network, x_test, y_test)
 
