@@ -7,8 +7,8 @@ Each run is ``configs/O1.json`` through ``boost_cells.Model`` (``bench/o1_speedu
 learning rate and epochs), stand-alone, with ``grad_freeze.auto_threshold`` and ``auto_head_ratio`` set so low that
 no segment ever settles (the ratio above 0, so that the head is measured too): the schedule still decides every
 interval, at the file's own decision points, so every decision's evidence is recorded, but the front trains to the
-end. Printed per workload: the update of each decision and its share of the run, each segment's displacement (how far its
-weights moved since the decision before, against their size, per 100 updates; the last segment is the head), each
+end. Printed per workload: the update of each decision and its share of the run, each segment's displacement (how far
+its weights moved since the decision before, against their size, per 100 updates; the last segment is the head), each
 front segment's displacement against the head's, and the first update at which the file's own rule would have
 frozen the front (every front segment below ``auto_threshold``, or below ``auto_head_ratio`` times the head, at two
 decisions in a row, from the warm-up on).

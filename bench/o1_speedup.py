@@ -169,8 +169,8 @@ def optimizer(workload, parameters):
 
 
 def workload_data(workload, classes=None):
-    """``load_data``'s split, upsampled for the workload; for the fine-tuning workloads the digits of ``classes`` (a range: the
-    fine-tuning's ``(5, 10)`` by default, the pretraining's ``(0, 5)``)."""
+    """``load_data``'s split, upsampled for the workload; for the fine-tuning workloads the digits of ``classes`` (a
+    range: the fine-tuning's ``(5, 10)`` by default, the pretraining's ``(0, 5)``)."""
     factor = WORKLOADS[workload]["upsample"]
     x_train, x_test, y_train, y_test = [np.repeat(np.repeat(part, factor, axis=2), factor, axis=3)
                                         if part.ndim == 4 else part for part in load_data()]
@@ -267,9 +267,9 @@ def training_dataset(workload, x_train, y_train, rank, rank_count, seed):
 
 
 def pretrained(workload, seed):
-    """A fine-tuning workload's (``finetune``, ``vit-finetune``) starting weights for ``seed``: O0 through ``Model`` on the pretraining digits for
-    ``PRETRAIN_EPOCHS`` epochs, stand-alone; cached as a checkpoint under the temporary directory. None for the
-    other workloads."""
+    """A fine-tuning workload's (``finetune``, ``vit-finetune``) starting weights for ``seed``: O0 through ``Model``
+    with the workload's optimizer on the pretraining digits for ``PRETRAIN_EPOCHS`` epochs, stand-alone; cached as a
+    checkpoint under the temporary directory. None for the other workloads."""
     if "classes" not in WORKLOADS[workload]:
         return None
     path = os.path.join(tempfile.gettempdir(), f"boost_cells_bench_pretrained_{workload}_{seed}.ckpt")
@@ -518,8 +518,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--workload", choices=(*WORKLOADS, *GROUPS), default="both",
                         help="launch-bound (width 8, 8x8), compute-bound (width 16, 16x16), augmented, "
-                        "fine-tuning, or heavy (sized so that an O0 step takes at least 0.5 s here); vit, vit-finetune: "
-                        "bench/vit.py's transformer with Adam, from scratch or fine-tuned "
+                        "fine-tuning, or heavy (sized so that an O0 step takes at least 0.5 s here); vit, "
+                        "vit-finetune: bench/vit.py's transformer with Adam, from scratch or fine-tuned "
                         "(both: launch and compute, the default; all: the five ResNet workloads; transformer: the two "
                         "vit workloads)")
     parser.add_argument("--heavy-size", default=None, metavar="WIDTH,UPSAMPLE",
@@ -562,8 +562,9 @@ def main():
     if args.as_msrun_worker:
         worker(args)
         return 0
-    print(f"bench/o1_speedup.py: boost_cells.Model with the shipped configs, ResNet (8 stages, BatchNorm) or the "
-          f"transformer (vit) on the digits, batch {BATCH_SIZE} per rank, workloads {', '.join(workloads_of(args))}", flush=True)
+    print(f"bench/o1_speedup.py: boost_cells.Model with the shipped configs, ResNet (8 stages, BatchNorm) or "
+          f"transformer (vit) on the digits, batch {BATCH_SIZE} per rank, workloads {', '.join(workloads_of(args))}",
+          flush=True)
     if not args.skip_standalone:
         boosted = ["O1", *(arm for arm in args.arms if arm.startswith("O1"))]
         for workload in workloads_of(args):
