@@ -51,7 +51,8 @@ transformer with Adam (each workload's ``optimizer`` entry, read by ``optimizer`
   features with a learned position embedding; 4 encoder layers of 4-head self-attention and a GELU MLP, each behind
   a LayerNorm; a final LayerNorm, the mean over the tokens and a dense head; 6 stages, which ``configs/O1.json``'s 3
   groups cut into embedding and layer 1, layers 2-3, layer 4 and the head), trained from scratch with Adam from a
-  learning rate of 1e-3, 10 epochs by default: no BatchNorm, no Momentum;
+  learning rate of 1e-3, 10 epochs by default: no BatchNorm, no Momentum; about 55 ms a step here, a compile about
+  5 s, so launch-bound;
 - ``vit-finetune``: ``finetune`` with ``vit``'s network and optimizer: pretrained with O0 and Adam on the digits 0-4
   (12 epochs, cached per seed), fine-tuned on the digits 5-9 (8 epochs by default).
 
