@@ -2,14 +2,15 @@
 ``boost_cells.Model`` (or the bare level, with no file), on four workloads: images per second, held-out accuracy and
 where the time goes, interleaved in one run.
 
-    python bench/o1_speedup.py [--workload launch|compute|augment|finetune|heavy|both|all] [--rounds 2] [--epochs 12]
+    python bench/o1_speedup.py [--workload launch|compute|augment|finetune|heavy|vit|vit-finetune|both|all|transformer]
+                               [--rounds 2] [--epochs 12]
                                [--first-seed 0] [--arms O1,O1-bare] [--skip-distributed | --skip-standalone] [--quick]
 
 What is measured: the config path only, nothing wired by hand. Every arm is
 
-    model = boost_cells.Model(net, loss, nn.Momentum(net.trainable_params(), 0.05, 0.9),
+    model = boost_cells.Model(net, loss, nn.Momentum(net.trainable_params(), 0.05, 0.9),  # the workload's optimizer
                               boost_level=LEVEL, boost_config_dict=CONFIG)
-    model.train(epochs, dataset, callbacks=[CosineLearningRate(0.05, epochs), StepTimes()],
+    model.train(epochs, dataset, callbacks=[CosineLearningRate(0.05, epochs), StepTimes()],  # its peak
                 dataset_sink_mode=False)
 
 - stand-alone: O1 (``configs/O1.json``, level O1) against O0 (``configs/O0.json``, level O0); with ``--arms``, also
@@ -29,9 +30,10 @@ What is measured: the config path only, nothing wired by hand. Every arm is
 Whatever a level does (LessBN, gradient centralization, the automatic freezing schedule, the frozen-prefix cache,
 AdaSum) is what the shipped config switches on; the benchmark builds no optimizer, stage split or cache of its own.
 
-Workloads (examples/train.py's ``resnet``: a stem, three stages of two basic blocks, a pooled dense head; 8 stages;
-on scikit-learn's digits, ``load_data``'s 80/20 split; batch 32 per rank; Momentum 0.9, learning rate 0.05 decayed
-per epoch by half a cosine; GRAPH_MODE):
+Workloads (on scikit-learn's digits, ``load_data``'s 80/20 split; batch 32 per rank; the learning rate decayed per
+epoch by half a cosine; GRAPH_MODE). The first five train examples/train.py's ``resnet`` (a stem, three stages of two
+basic blocks, a pooled dense head; 8 stages) with Momentum 0.9 from a learning rate of 0.05; the two ``vit`` ones a
+transformer with Adam (each workload's ``optimizer`` entry, read by ``optimizer``):
 
 - ``launch``: width 8 on the 8x8 digits (the ResNet examples/train.py trains for the level configs, with two blocks
   a stage), about 40 ms a step here: kernel launches and compiles weigh most;
@@ -44,7 +46,15 @@ per epoch by half a cosine; GRAPH_MODE):
   fixes it), so that the workload is step-bound wherever it runs;
 - ``finetune``: ``compute``'s network pretrained with O0 on the digits 0-4 (12 epochs, cached per seed under the
   temporary directory), then fine-tuned on the digits 5-9 with every layer trainable (8 epochs by default), held-out
-  accuracy on the test digits 5-9.
+  accuracy on the test digits 5-9;
+- ``vit``: bench/vit.py's pre-norm vision transformer on the digits upsampled to 16x16 (4x4 patches: 16 tokens of 64
+  features with a learned position embedding; 4 encoder layers of 4-head self-attention and a GELU MLP, each behind
+  a LayerNorm; a final LayerNorm, the mean over the tokens and a dense head; 6 stages, which ``configs/O1.json``'s 3
+  groups cut into embedding and layer 1, layers 2-3, layer 4 and the head), trained from scratch with Adam from a
+  learning rate of 1e-3, 10 epochs by default: no BatchNorm, no Momentum; about 55 ms a step here, a compile about
+  5 s, so launch-bound;
+- ``vit-finetune``: ``finetune`` with ``vit``'s network and optimizer: pretrained with O0 and Adam on the digits 0-4
+  (12 epochs, cached per seed), fine-tuned on the digits 5-9 (8 epochs by default).
 
 The batches come from examples/train.py's ``sharded_dataset``: round r's order is its loop's order for seed r, each
 rank taking its slice of every global batch. Each round builds both arms after ``ms.set_seed(r)`` (the same initial
@@ -76,6 +86,7 @@ import time
 
 import numpy as np
 from msrun_launch import ROOT, join_data_parallel, run_reporting_part
+from vit import vit
 
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -95,8 +106,11 @@ SPIKE_FACTOR = 5  # a later step over this many times its level's median step co
 WORKLOADS = {"launch": {"width": 8, "upsample": 1}, "compute": {"width": 16, "upsample": 2},
              "augment": {"width": 16, "upsample": 2, "shift": 2}, "finetune": {"width": 16, "upsample": 2,
                                                                               "classes": (0, 5)},
-             "heavy": {"width": None, "upsample": None}}
-GROUPS = {"both": ("launch", "compute"), "all": ("launch", "compute", "augment", "finetune", "heavy")}
+             "heavy": {"width": None, "upsample": None},
+             "vit": {"network": "vit", "upsample": 2, "optimizer": ("adam", 1e-3)},
+             "vit-finetune": {"network": "vit", "upsample": 2, "optimizer": ("adam", 1e-3), "classes": (0, 5)}}
+GROUPS = {"both": ("launch", "compute"), "all": ("launch", "compute", "augment", "finetune", "heavy"),
+          "transformer": ("vit", "vit-finetune")}
 HEAVY_STEP = 0.5  # seconds: the least O0 step of the heavy workload, on the machine that runs it
 PRETRAIN_EPOCHS = 12
 # Issue 37's targets: {(workload, level): {epochs: minimal end-to-end ratio}}, O2's against plain data-parallel; never
@@ -106,7 +120,7 @@ SPEED_TARGETS = {("heavy", "O1"): {12: 1.8}, ("heavy", "O2"): {12: 1.6}, ("launc
                  ("launch", "O2"): {12: 0.98}, ("compute", "O1"): {12: 1.54}, ("augment", "O1"): {12: 1.45},
                  ("finetune", "O1"): {8: 1.37}}
 ACCURACY_TOLERANCE = {"O1": 0.5, "O2": 1.0}
-DEFAULT_EPOCHS = {"finetune": 8}
+DEFAULT_EPOCHS = {"finetune": 8, "vit": 10, "vit-finetune": 8}
 FILL_TARGET = 1.2
 
 
@@ -124,7 +138,7 @@ def heavy_size():
         ms.set_seed(0)
         net = resnet(width=width)
         loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-        cell = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.Momentum(net.trainable_params(), LR, MOMENTUM))
+        cell = nn.TrainOneStepCell(nn.WithLossCell(net, loss), optimizer("heavy", net.trainable_params())[0])
         x = Tensor(np.repeat(np.repeat(x_train[:BATCH_SIZE], factor, axis=2), factor, axis=3))
         y = Tensor(y_train[:BATCH_SIZE])
         seconds = []
@@ -138,9 +152,26 @@ def heavy_size():
     return width, factor, step
 
 
+def network(workload):
+    """The workload's network, freshly initialised: bench/vit.py's ``vit()`` for the transformer workloads, else
+    examples/train.py's ``resnet`` of the workload's width."""
+    if WORKLOADS[workload].get("network") == "vit":
+        return vit()
+    return resnet(width=WORKLOADS[workload]["width"])
+
+
+def optimizer(workload, parameters):
+    """``(optimizer, peak learning rate)`` of the workload over ``parameters``: its ``optimizer`` entry (``("adam",
+    peak)``: ``nn.Adam``), else Momentum ``MOMENTUM`` at ``LR``. The peak is the one the cosine decay starts from."""
+    kind, peak = WORKLOADS[workload].get("optimizer", ("momentum", LR))
+    if kind == "adam":
+        return nn.Adam(parameters, peak), peak
+    return nn.Momentum(parameters, peak, MOMENTUM), peak
+
+
 def workload_data(workload, classes=None):
-    """``load_data``'s split, upsampled for the workload; for ``finetune`` the digits of ``classes`` (a range: the
-    fine-tuning's ``(5, 10)`` by default, the pretraining's ``(0, 5)``)."""
+    """``load_data``'s split, upsampled for the workload; for the fine-tuning workloads the digits of ``classes`` (a
+    range: the fine-tuning's ``(5, 10)`` by default, the pretraining's ``(0, 5)``)."""
     factor = WORKLOADS[workload]["upsample"]
     x_train, x_test, y_train, y_test = [np.repeat(np.repeat(part, factor, axis=2), factor, axis=3)
                                         if part.ndim == 4 else part for part in load_data()]
@@ -237,20 +268,20 @@ def training_dataset(workload, x_train, y_train, rank, rank_count, seed):
 
 
 def pretrained(workload, seed):
-    """The ``finetune`` workload's starting weights for ``seed``: O0 through ``Model`` on the pretraining digits for
-    ``PRETRAIN_EPOCHS`` epochs, stand-alone; cached as a checkpoint under the temporary directory. None for the
-    other workloads."""
+    """A fine-tuning workload's (``finetune``, ``vit-finetune``) starting weights for ``seed``: O0 through ``Model``
+    with the workload's optimizer on the pretraining digits for ``PRETRAIN_EPOCHS`` epochs, stand-alone; cached as a
+    checkpoint under the temporary directory. None for the other workloads."""
     if "classes" not in WORKLOADS[workload]:
         return None
     path = os.path.join(tempfile.gettempdir(), f"boost_cells_bench_pretrained_{workload}_{seed}.ckpt")
     if not os.path.exists(path):
         x_train, _, y_train, _ = workload_data(workload, WORKLOADS[workload]["classes"])
         ms.set_seed(seed)
-        net = resnet(width=WORKLOADS[workload]["width"])
-        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                      nn.Momentum(net.trainable_params(), LR, MOMENTUM))
+        net = network(workload)
+        pretraining, peak = optimizer(workload, net.trainable_params())
+        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), pretraining)
         model.train(PRETRAIN_EPOCHS, sharded_dataset(x_train, y_train, BATCH_SIZE, 0, 1, seed),
-                    callbacks=[CosineLearningRate(LR, PRETRAIN_EPOCHS)], dataset_sink_mode=False)
+                    callbacks=[CosineLearningRate(peak, PRETRAIN_EPOCHS)], dataset_sink_mode=False)
         # save_checkpoint adds ".ckpt" to any other name; one partial file per process, as under msrun every rank
         # pretrains the same weights and renames its own file into place.
         partial = path[:-len(".ckpt")] + f".part{os.getpid()}.ckpt"
@@ -326,9 +357,9 @@ def fill_reference(model, images):
 
 def starting_network(workload, seed):
     """The workload's network as round ``seed`` starts it: initialised after ``ms.set_seed(seed)``, with the
-    pretrained weights for ``finetune``."""
+    pretrained weights for the fine-tuning workloads."""
     ms.set_seed(seed)
-    net = resnet(width=WORKLOADS[workload]["width"])
+    net = network(workload)
     weights = pretrained(workload, seed)
     if weights is not None:
         ms.load_param_into_net(net, ms.load_checkpoint(weights), strict_load=True)
@@ -341,13 +372,14 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
     net = starting_network(workload, seed)
     level, config = boost_config(arm)
     start = time.perf_counter()
-    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                  nn.Momentum(net.trainable_params(), LR, MOMENTUM), boost_level=level, boost_config_dict=config)
+    training, peak = optimizer(workload, net.trainable_params())
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), training, boost_level=level,
+                  boost_config_dict=config)
     build = time.perf_counter() - start
     dataset = training_dataset(workload, x_train, y_train, rank, rank_count, seed)
     times = StepTimes()
     start = time.perf_counter()
-    model.train(epochs, dataset, callbacks=[CosineLearningRate(LR, epochs), times], dataset_sink_mode=False)
+    model.train(epochs, dataset, callbacks=[CosineLearningRate(peak, epochs), times], dataset_sink_mode=False)
     total = time.perf_counter() - start
     model.predict_network.set_train(False)
     cache = getattr(model.train_network, "prefix_cache", None)
@@ -485,10 +517,12 @@ def worker(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--workload", choices=("launch", "compute", "augment", "finetune", "heavy", "both", "all"),
-                        default="both", help="launch-bound (width 8, 8x8), compute-bound (width 16, 16x16), augmented, "
-                        "fine-tuning, or heavy (sized so that an O0 step takes at least 0.5 s here) "
-                        "(both: launch and compute, the default; all: the five)")
+    parser.add_argument("--workload", choices=(*WORKLOADS, *GROUPS), default="both",
+                        help="launch-bound (width 8, 8x8), compute-bound (width 16, 16x16), augmented, "
+                        "fine-tuning, or heavy (sized so that an O0 step takes at least 0.5 s here); vit, "
+                        "vit-finetune: bench/vit.py's transformer with Adam, from scratch or fine-tuned "
+                        "(both: launch and compute, the default; all: the five ResNet workloads; transformer: the two "
+                        "vit workloads)")
     parser.add_argument("--heavy-size", default=None, metavar="WIDTH,UPSAMPLE",
                         help="the heavy workload's width and upsampling of the 8x8 digits (default: sized on this "
                         "machine)")
@@ -497,7 +531,7 @@ def main():
     parser.add_argument("--first-seed", type=int, default=0,
                         help="the first round's seed; round r uses this plus r (default: 0), so a later run adds seeds")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="epochs per arm and round (default: 12; 8 for finetune)")
+                        help="epochs per arm and round (default: 12; 8 for finetune and vit-finetune, 10 for vit)")
     parser.add_argument("--arms", default="", help="further arms beside the shipped file's, comma-separated: "
                         "O1-bare (stand-alone), O2-bare (under msrun): the bare level, no file; O1-cache: "
                         "configs/O1.json with the frozen-prefix cache on; O1-lessbn: configs/O1.json with "
@@ -529,8 +563,9 @@ def main():
     if args.as_msrun_worker:
         worker(args)
         return 0
-    print(f"bench/o1_speedup.py: boost_cells.Model with the shipped configs, ResNet (8 stages, BatchNorm) on the "
-          f"digits, batch {BATCH_SIZE} per rank, workloads {', '.join(workloads_of(args))}", flush=True)
+    print(f"bench/o1_speedup.py: boost_cells.Model with the shipped configs, ResNet (8 stages, BatchNorm) or "
+          f"transformer (vit) on the digits, batch {BATCH_SIZE} per rank, workloads {', '.join(workloads_of(args))}",
+          flush=True)
     if not args.skip_standalone:
         boosted = ["O1", *(arm for arm in args.arms if arm.startswith("O1"))]
         for workload in workloads_of(args):
