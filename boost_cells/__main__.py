@@ -6,9 +6,9 @@
 
 ``explain`` prints what each config file will do (``boost_cells.explain``): the resolved level and features, each
 key that differs from the level's default, and what each feature that is on will do; for gradient freezing the
-schedule, its groups, when freezing can start and whether the frozen-prefix cache applies and what it needs.
-Lines are wrapped to 119 columns. ``--level`` is the level for a file without a ``"level"`` key, as ``Model``'s ``boost_level`` (a file whose level
-differs is an error). ``--steps-per-epoch`` and ``--epochs`` (together) put the schedule in that run's updates and
+schedule, its groups, when freezing can start and whether the frozen-prefix cache applies and what it needs; with a
+run, the break-even of a frozen level's compile. Lines are wrapped to 119 columns. ``--level`` is the level for a file
+without a ``"level"`` key, as ``Model``'s ``boost_level`` (a file whose level differs is an error). ``--steps-per-epoch`` and ``--epochs`` (together) put the schedule in that run's updates and
 epochs, as ``Model.train`` counts them; ``--workers`` says what AdaSum does with that many data-parallel workers.
 The warnings the library gives for a file are printed with its summary. A CONFIG is a JSON file's path or the name of
 a config shipped with boost_cells ("O1"), as ``BoostConfig.from_file`` takes it.
