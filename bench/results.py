@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 
 import numpy as np
@@ -153,13 +154,20 @@ def write(record, directory=RESULTS_DIR):
     raise FileExistsError(f"For 'write', 999 files named {stem}-*.json exist already under {directory}.")
 
 
+def _written_order(name):
+    """A file name's place in the order of writing within a day: ``x.json`` before ``x-2.json``, ``x-10.json``."""
+    match = re.fullmatch(r"(.*?)(?:-(\d{1,3}))?\.json", name)
+    return match.group(1), int(match.group(2) or 1)
+
+
 def load(directory=RESULTS_DIR):
-    """Every record under ``directory``, each with its file's name as ``file``, in file-name order (date first)."""
+    """Every record under ``directory``, each with its file's name as ``file``, in file-name order (date first; a
+    day's second run of a workload and commit after its first)."""
     records = []
-    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else ():
-        if name.endswith(".json"):
-            with open(os.path.join(directory, name), encoding="utf-8") as handle:
-                records.append({**json.load(handle), "file": name})
+    names = [name for name in os.listdir(directory) if name.endswith(".json")] if os.path.isdir(directory) else []
+    for name in sorted(names, key=_written_order):
+        with open(os.path.join(directory, name), encoding="utf-8") as handle:
+            records.append({**json.load(handle), "file": name})
     return records
 
 

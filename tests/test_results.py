@@ -53,8 +53,8 @@ def test_a_file_is_never_overwritten(tmp_path):
     assert first != second and second.endswith("-2.json") and "-launch-2w-" in first
     with open(first, encoding="utf-8") as handle:
         assert json.load(handle) == record
-    assert [loaded["file"] for loaded in results.load(tmp_path)] == sorted([first.split("/")[-1],
-                                                                            second.split("/")[-1]])
+    # in the order written: a day's second file of a workload and commit after its first
+    assert [loaded["file"] for loaded in results.load(tmp_path)] == [first.split("/")[-1], second.split("/")[-1]]
     with pytest.raises(ValueError, match="lacks comparisons"):
         results.write({key: value for key, value in record.items() if key != "comparisons"}, tmp_path)
 
@@ -62,7 +62,8 @@ def test_a_file_is_never_overwritten(tmp_path):
 def test_held_out_loss_is_the_mean_softmax_cross_entropy():
     logits = np.array([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]])
     labels = np.array([0, 1])
-    expected = -np.mean([np.log(np.exp(2) / np.exp([2, 0, -1]).sum()), np.log(np.exp(0.5) / np.exp([0.5, 0.5, 3]).sum())])
+    expected = -np.mean([np.log(np.exp(2) / np.exp([2, 0, -1]).sum()),
+                         np.log(np.exp(0.5) / np.exp([0.5, 0.5, 3]).sum())])
     assert results.held_out_loss(logits, labels) == pytest.approx(expected)
 
 
