@@ -18,6 +18,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 
 import results
 
@@ -45,6 +46,14 @@ WORKLOADS = {
                  "own around `build_train_network` (width 8, one block a stage), a fresh process a run "
                  "(`bench/own_loop.py`); rounds are ABBA pairs."),
 }
+WIDTH = 119  # the page's prose lines, as the hand-written pages keep them
+
+
+def _prose(text, indent=""):
+    """``text`` as lines of at most ``WIDTH`` columns (a list item's continuation indented under its text)."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
 NOT_MEASURED = ("GPU and Ascend (every figure here is from 2 CPU cores); mixed precision (`amp_level` O2, float16); "
                 "dataset sink mode (on CPU MindSpore falls back to non-sink mode); more than 2 workers or several "
                 "machines; a run of ImageNet's size.")
@@ -119,7 +128,7 @@ def workload_table(shown, workload):
     if not lines:
         return []
     name, what = WORKLOADS[workload]
-    return [f"## {name}", "", what, "",
+    return [f"## {name}", "", *_prose(what), "",
             "| level | against | speed-up (per round) | accuracy change (points) | test loss change | seeds | "
             "machine balance: O0 step, compile | date |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
             *lines, ""]
@@ -132,9 +141,10 @@ def not_measured(shown):
     for level in ("O1", "O2", "O1-bare", "O2-bare"):
         missing = [WORKLOADS[workload][0].lower() for workload in WORKLOADS if (workload, level) not in measured]
         if missing:
-            gaps.append(f"- {LEVELS[level]}: " + ("no workload" if len(missing) == len(WORKLOADS) else
-                                                  ", ".join(missing)) + ".")
-    return ["## What was not measured", "", NOT_MEASURED, "", "Levels without a row on a workload:", "", *gaps, ""]
+            gaps += _prose(f"- {LEVELS[level]}: " + ("no workload" if len(missing) == len(WORKLOADS) else
+                                                     ", ".join(missing)) + ".", "  ")
+    return ["## What was not measured", "", *_prose(NOT_MEASURED), "", "Levels without a row on a workload:", "",
+            *gaps, ""]
 
 
 METHOD = """## How to reproduce a row
@@ -188,9 +198,10 @@ def render(records):
     shown = rows(records)
     lines = ["# Benchmarks", "",
              "<!-- rendered by bench/render.py from bench/results/: edit those files, not this page -->", "",
-             "What each level measured against its baseline on the benchmark workloads, one table a workload. Every "
-             "row is a run's results file under `bench/results/`. [What was not measured](#what-was-not-measured), "
-             "[how to reproduce a row](#how-to-reproduce-a-row), [how to read one](#how-to-read-a-row).", ""]
+             *_prose("What each level measured against its baseline on the benchmark workloads, one table a workload. "
+                     "Every row is a run's results file under `bench/results/`. [What was not "
+                     "measured](#what-was-not-measured), [how to reproduce a row](#how-to-reproduce-a-row), [how to "
+                     "read one](#how-to-read-a-row)."), ""]
     for workload in WORKLOADS:
         lines += workload_table(shown, workload)
     lines += not_measured(shown)
