@@ -44,7 +44,7 @@ WORKLOADS = {
                  "epochs with every layer trainable; 180 test images, one is 0.56 points."),
     "own_loop": ("The example's own loop", "`python examples/train.py --network resnet --config ...`, a loop of its "
                  "own around `build_train_network` (width 8, one block a stage), a fresh process a run "
-                 "(`bench/own_loop.py`); rounds are ABBA pairs."),
+                 "(`bench/own_loop.py`: O0 and the level ABBA on each seed; a transcribed row's rounds are its pairs)."),
 }
 WIDTH = 119  # the page's prose lines, as the hand-written pages keep them
 

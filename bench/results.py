@@ -92,14 +92,16 @@ def _change(arm, base):
 
 
 def seed_record(seed, base, arm):
-    """One seed of a comparison from the benchmark's measures of its two arms (``o1_speedup.train_arm``'s dicts)."""
+    """One seed of a comparison from the benchmark's measures of its two arms (``o1_speedup.train_arm``'s dicts: at
+    least ``end_to_end``, images a second, and ``accuracy``; a measure a benchmark does not take is null)."""
     accuracy = {"base": 100 * base["accuracy"], "arm": 100 * arm["accuracy"]}
+    step, compile_seconds = base.get("median_level0_step"), base.get("first_step")  # None: not measured
     loss = {"base": base.get("test_loss"), "arm": arm.get("test_loss")}
     cache = {key: arm[key] for key in ("cache_hits", "cache_misses", "cache_received", "cache_aside") if key in arm}
     return {"seed": seed, "ratio": arm["end_to_end"] / base["end_to_end"],
             "accuracy": accuracy, "accuracy_change": _change(accuracy["arm"], accuracy["base"]),
             "test_loss": loss, "test_loss_change": _change(loss["arm"], loss["base"]),
-            "balance": {"o0_step_ms": 1e3 * base["median_level0_step"], "first_compile_s": base["first_step"]},
+            "balance": {"o0_step_ms": None if step is None else 1e3 * step, "first_compile_s": compile_seconds},
             "froze": {str(level): update for level, update in arm.get("first_update_at_level", {}).items()},
             "cache": cache or None, "decisions": arm.get("decisions", [])}
 

@@ -101,3 +101,18 @@ def test_every_committed_file_is_whole_and_its_rounds_agree_with_its_ratio(recor
         assert figures["ratio"] is not None and figures["accuracy_change"] is not None
         if figures["round_ratios"]:
             assert abs(float(np.median(figures["round_ratios"])) - figures["ratio"]) <= 0.0051, comparison["arm"]
+
+
+def test_the_example_loops_runs_make_a_record_per_seed():
+    """bench/own_loop.py's ABBA runs (O0, arm, arm, O0 a seed) as a record's seeds: O0's mean seconds over the arm's,
+    each arm's accuracy; its balance is not measured (the example prints its total time only)."""
+    own_loop = pytest.importorskip("own_loop")
+    runs = [{"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy}
+            for seed, times in ((0, (20.0, 10.0, 12.0, 24.0)), (1, (30.0, 15.0, 15.0, 30.0)))
+            for config, seconds, accuracy in zip(("O0", "O1", "O1", "O0"), times, (0.98, 0.97, 0.97, 0.98))]
+    record = results.run_record("bench/own_loop.py", "python bench/own_loop.py", ROOT, "own_loop", 12, 1,
+                                own_loop.seed_measures(runs, "O1"), "O0", ["O1"])
+    first, second = record["comparisons"][0]["seeds"]
+    assert first["ratio"] == pytest.approx(22.0 / 11.0) and second["ratio"] == pytest.approx(2.0)
+    assert first["accuracy_change"] == pytest.approx(-1.0)
+    assert record["balance"] == {"o0_step_ms": None, "first_compile_s": None}
