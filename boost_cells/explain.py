@@ -322,20 +322,20 @@ BREAK_EVEN_COMPILES = (1, 3, 10)  # seconds: a compile on a fast machine, a typi
 
 
 def _break_even_lines(plan):
-    """What a frozen level must save a step to repay its compile over the updates left at the first freezing
-    decision, by payback's rule (``boost_cells.freezing.payback``: ``steps_left * saving > compile``; the cache's
+    """What a frozen level must save a step to repay its compile over the steps left at the first freezing decision
+    (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.payback``: ``steps_left * saving > compile``; the cache's
     ``(steps_left - an epoch) * saving > 2 * compile``), for compiles of ``BREAK_EVEN_COMPILES`` seconds; then what
     sink mode and a nested call do to payback and the cache. None without a run, or where nothing freezes in it."""
     first = plan.freeze.first_frozen_update
     if plan.run is None or first is None or first > plan.updates:
         return []
-    left = plan.updates - first + 1
-    fill = -(-plan.run.steps_per_epoch // plan.accumulation)
+    left = (plan.updates - first + 1) * plan.accumulation  # steps, as the route counts them (micro-steps)
+    fill = plan.run.steps_per_epoch
     cache = _may_cache(plan)
-    lines = [f"  break-even: at the first decision, {plan.at(first)}, {_plural(left, 'update')} are left; a "
-             "frozen level repays its compile where it saves more a step than the compile over them (payback's "
-             "rule: updates left x saving > compile)" + ("; the cache, two compiles over the updates left after an "
-                                                        "epoch's fill:" if cache else ":")]
+    lines = [f"  break-even: at the first decision, {plan.at(first)}, {_plural(left, 'step')} are left; a frozen "
+             "level repays its compile where it saves more a step than the compile over them (payback's rule: steps "
+             "left x saving > compile)" + ("; the cache, two compiles over the steps left after an epoch's fill:"
+                                          if cache else ":")]
     columns = [("compile", [f"{seconds} s" for seconds in BREAK_EVEN_COMPILES]),
                ("a frozen level must save", [f"{_milliseconds(seconds / left)} a step"
                                              for seconds in BREAK_EVEN_COMPILES])]

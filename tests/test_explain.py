@@ -407,7 +407,7 @@ def test_break_even_is_paybacks_rule_at_the_first_decision(capsys):
     above each figure passes payback's own rule (``paying_levels``, ``cache_pays``), 1% below does not."""
     assert main(IMAGENET) == 0
     output = capsys.readouterr().out
-    assert "break-even: at the first decision, update 5626 of 56250 (epoch 10 of 90), 50625 updates are left" in \
+    assert "break-even: at the first decision, update 5626 of 56250 (epoch 10 of 90), 50625 steps are left" in \
         " ".join(output.split())
     table = break_even(output)
     assert sorted(table) == [1, 3, 10]
@@ -437,6 +437,9 @@ def test_no_break_even_without_a_run_or_where_nothing_freezes_in_it():
     assert "break-even" not in text(late, Run(1, 1))  # the run ends before the first decision
     assert "never (the run ends within an epoch)" in text(late, Run(1, 10))
     assert "break-even" not in text(freeze(param_groups=1), RUN)
+    accumulated = text({**freeze(param_groups=3, freeze_type="auto"), "common": {"grad_accumulation_step": 4},
+                        "boost": {"mode": "manual", "grad_freeze": True, "grad_accumulation": True}}, Run(12, 44))
+    assert "update 15 of 132 (epoch 2 of 12), 472 steps are left" in accumulated  # (132 - 14) updates of 4 steps
     without_cache = text(freeze(param_groups=3, freeze_type="auto", cache_frozen_prefix=False), RUN)
     assert "a frozen level must save" in without_cache and "the cache must save" not in without_cache
 
