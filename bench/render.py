@@ -88,8 +88,13 @@ def _speed_up(figures):
 
 def rows(records):
     """``[(record, comparison, figures)]`` the page shows: comparisons of the ``LEVELS`` against a ``BASES`` arm,
+    refusing a workload ``WORKLOADS`` does not describe (its rows would otherwise vanish from the page),
     each (workload, workers, base, level)'s latest day only; in ``LEVELS``' order, then stand-alone first, then by
     date and file."""
+    unknown = sorted({record["workload"] for record in records} - set(WORKLOADS))
+    if unknown:
+        raise ValueError(f"results files of the workload(s) {', '.join(unknown)}, which bench/render.py's WORKLOADS "
+                         "does not describe: add each with its heading and one sentence on what it trains")
     shown = [(record, comparison) for record in records for comparison in record["comparisons"]
              if comparison["level"] in LEVELS and comparison["base"] in BASES]
     latest = {}

@@ -71,6 +71,13 @@ def test_each_workload_level_shows_its_latest_day_only():
     assert "9.99x" in render.render([older])
 
 
+def test_a_workload_the_page_does_not_describe_is_refused_not_dropped():
+    unknown = copy.deepcopy(RECORDS[0])
+    unknown["workload"] = "vit"
+    with pytest.raises(ValueError, match="vit, which bench/render.py's WORKLOADS does not describe"):
+        render.render(RECORDS + [unknown])
+
+
 # ---- every figure on a user page ----
 
 def prose_units(text):
