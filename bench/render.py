@@ -42,6 +42,10 @@ WORKLOADS = {
                 "samples do not repeat and the frozen-prefix cache cannot serve."),
     "finetune": ("Fine-tuning", "Compute-bound's network pretrained with O0 on the digits 0-4, fine-tuned on 5-9 for 8 "
                  "epochs with every layer trainable; 180 test images, one is 0.56 points."),
+    "vit": ("Transformer", "A small pre-norm vision transformer (4x4 patches of the digits upsampled to 16x16, 16 tokens, "
+            "width 64, 4 encoder layers, a mean-pooled head) trained with Adam from 1e-3, 10 epochs."),
+    "vit-finetune": ("Transformer fine-tuning", "The transformer pretrained with O0 on the digits 0-4, fine-tuned on 5-9 "
+                     "for 8 epochs with every layer trainable, Adam; 180 test images, one is 0.56 points."),
     "own_loop": ("The example's own loop", "`python examples/train.py --network resnet --config ...`, a loop of its "
                  "own around `build_train_network` (width 8, one block a stage), a fresh process a run "
                  "(`bench/own_loop.py`: O0 and the level ABBA on each seed; a transcribed row's rounds are its pairs)."),

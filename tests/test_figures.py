@@ -73,8 +73,8 @@ def test_each_workload_level_shows_its_latest_day_only():
 
 def test_a_workload_the_page_does_not_describe_is_refused_not_dropped():
     unknown = copy.deepcopy(RECORDS[0])
-    unknown["workload"] = "vit"
-    with pytest.raises(ValueError, match="vit, which bench/render.py's WORKLOADS does not describe"):
+    unknown["workload"] = "gpt"
+    with pytest.raises(ValueError, match="gpt, which bench/render.py's WORKLOADS does not describe"):
         render.render(RECORDS + [unknown])
 
 
