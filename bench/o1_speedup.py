@@ -85,6 +85,7 @@ import tempfile
 import time
 
 import numpy as np
+import results as result_files
 from msrun_launch import ROOT, join_data_parallel, run_reporting_part
 from vit import vit
 
@@ -386,7 +387,8 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
     route = getattr(model.train_network, "level_route", None)
     result = {"end_to_end": len(times.steps) * BATCH_SIZE * rank_count / total,
               "accuracy": accuracy(model.predict_network, x_test, y_test), "train": total, "build": build,
-              "outside_steps": total - float(np.sum(times.steps)), **breakdown(times, cache)}
+              "outside_steps": total - float(np.sum(times.steps)), **breakdown(times, cache),
+              **result_files.arm_measures(model, x_test, y_test)}
     if cache is not None:
         result.update(cache_hits=cache.hits, cache_misses=cache.misses, cache_received=cache.received,
                       cache_aside=route.aside)
@@ -411,6 +413,12 @@ def compare(arms, workload, rounds, epochs, rank=0, rank_count=1, first_seed=0):
             if rank == 0:
                 print(f"round {round_index} {workload} {arm}: {json.dumps(outcome[arm])}", flush=True)
         results.append(outcome)
+    if rank == 0:  # one results file a run and workload (bench/results.py), with the command that repeats this part
+        part = "--skip-standalone" if rank_count > 1 else "--skip-distributed"
+        argv = [arg for arg in sys.argv[1:] if arg not in ("--as-msrun-worker", part)]
+        print("results: " + result_files.write(result_files.run_record(
+            "bench/o1_speedup.py", " ".join(["python bench/o1_speedup.py", *argv, part]), ROOT, workload, epochs,
+            rank_count, results, arms[0], arms[1:], first_seed)), flush=True)
     return results
 
 

@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 import numpy as np
+import results as result_files
 from o1_speedup import boost_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,6 +78,21 @@ def compare(configs, arm, epochs, rounds):
     print(f"{epochs} epochs: O0 {np.median(times['O0']):.1f} s, {arm} {np.median(times[arm]):.1f} s, "
           f"{arm}/O0 {np.median(ratios):.3f}x (pairs {' / '.join(f'{r:.2f}' for r in ratios)}); accuracy O0 "
           f"{points['O0']:.2f}%, {arm} {points[arm]:.2f}% ({points[arm] - points['O0']:+.2f} points)", flush=True)
+    command = f"python bench/own_loop.py --epochs {epochs} --rounds {rounds} --arm {arm}"
+    print("results: " + result_files.write(result_files.run_record(
+        "bench/own_loop.py", command, ROOT, "own_loop", epochs, 1, seed_measures(results, arm), "O0", [arm])),
+        flush=True)
+
+
+def seed_measures(runs, arm):
+    """The runs of each seed as a results file's rounds (``[{arm: measures}]``, seed r's at r): runs a second (a
+    speed, so that a ratio is O0's seconds over the arm's, as the ABBA pairs' are) and the mean accuracy of each arm's
+    runs of the seed (a seed trains alike in both)."""
+    def of(seed, config, key):
+        return float(np.mean([run[key] for run in runs if (run["seed"], run["config"]) == (seed, config)]))
+
+    return [{config: {"end_to_end": 1 / of(seed, config, "seconds"), "accuracy": of(seed, config, "accuracy")}
+             for config in ("O0", arm)} for seed in sorted({run["seed"] for run in runs})]
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@
 
 ``explain`` prints what each config file will do (``boost_cells.explain``): the resolved level and features, each
 key that differs from the level's default, and what each feature that is on will do; for gradient freezing the
-schedule, its groups, when freezing can start and whether the frozen-prefix cache applies and what it needs.
-``--level`` is the level for a file without a ``"level"`` key, as ``Model``'s ``boost_level`` (a file whose level
-differs is an error). ``--steps-per-epoch`` and ``--epochs`` (together) put the schedule in that run's updates and
+schedule, its groups, when freezing can start and whether the frozen-prefix cache applies and what it needs; with a
+run, the break-even of a frozen level's compile. Lines are wrapped to 119 columns. ``--level`` is the level for a file
+without a ``"level"`` key, as ``Model``'s ``boost_level`` (a file whose level differs is an error). ``--steps-per-epoch`` and ``--epochs`` (together) put the schedule in that run's updates and
 epochs, as ``Model.train`` counts them; ``--workers`` says what AdaSum does with that many data-parallel workers.
 The warnings the library gives for a file are printed with its summary. A CONFIG is a JSON file's path or the name of
 a config shipped with boost_cells ("O1"), as ``BoostConfig.from_file`` takes it.
@@ -25,6 +25,7 @@ explained; configs: the error names the files in the way, or the shipped configs
 import argparse
 import shutil
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from .rules import allowed, complies
 from .shipped import shipped_configs, shipped_dir
 
 PROG = "python -m boost_cells"
+WIDTH = 119  # columns: explain's lines are wrapped to stay readable in a terminal
 
 
 def _count(name):
@@ -102,8 +104,16 @@ def _explain(args):
         print(f"{path}:")
         for line in [f"the library warns: {warning.message}" for warning in caught] + explain(config, run,
                                                                                                args.workers):
-            print("  " + line)
+            print(_wrapped("  " + line))
     return status
+
+
+def _wrapped(line):
+    """``line`` wrapped to ``WIDTH`` columns, its continuation lines indented two spaces deeper than it (a table's
+    rows are short and stay as they are)."""
+    indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+    return "\n".join(textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False))
 
 
 def _configs(args):

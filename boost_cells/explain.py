@@ -37,8 +37,12 @@ _READ_BY = MappingProxyType({"common.device_number": "adasum", "common.gradient_
 _MODES = MappingProxyType({"auto": "the level's switches", "manual": "the level's, with the switches the 'boost' "
                            "section lists", "enable_all": "every switch on", "disable_all": "every switch off"})
 
-_CACHE_NEEDS = ("a network of stages (an nn.SequentialCell or boost_cells.Stages of at least 2 stages, optionally in "
-                "an nn.WithLossCell and under LessBN)")
+
+
+def _cache_needs(groups):
+    """What the frozen-prefix cache needs of the network: a stage a group, as the groups are cut at its stages."""
+    return (f"a network of at least {groups} stages with trainable parameters, one a group (an nn.SequentialCell or "
+            "boost_cells.Stages, optionally in an nn.WithLossCell and under LessBN)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,14 +253,15 @@ def _groups_line(plan):
 def _cache_lines(plan):
     """Whether the frozen-prefix cache applies, and what it needs."""
     section, freeze = plan.section, plan.freeze
+    needs = _cache_needs(freeze.groups)
     if not section["cache_frozen_prefix"]:
         return ["  frozen-prefix cache: off (grad_freeze.cache_frozen_prefix false)."]
     if section["cache_frozen_prefix"] == "auto":
         if freeze.kind != "auto":
             return [f"  frozen-prefix cache: off (\"auto\" weighs its payback under the automatic schedule only, and "
                     f"this is the {_schedule_name(freeze)} schedule); set it to true to cache regardless."]
-        return [f"  frozen-prefix cache: \"auto\": where the network has enough stages ({_CACHE_NEEDS}, at least "
-                "one a group), the cell runs its own construct and dim_reduce is off, the outputs of the groups "
+        return [f"  frozen-prefix cache: \"auto\": where the network has enough stages ({needs}), "
+                "the cell runs its own construct and dim_reduce is off, the outputs of the groups "
                 "frozen for good can be cached per sample, so their forward pass is skipped too (at most "
                 f"cache_max_mb {section['cache_max_mb']} MB). Elsewhere it is off, without a warning.",
                 "  what it measures first: over the run's first epoch, whether samples repeat (augmentation: it "
@@ -271,7 +276,7 @@ def _cache_lines(plan):
     if not freeze.freezes_for_good:
         return [f"  frozen-prefix cache: asked for, but the {_schedule_name(freeze)} schedule here never freezes a "
                 "group for good, so nothing is cached (the train cell warns); the groups are still cut at the "
-                f"network's stages, so it still needs {_CACHE_NEEDS}. Use freeze_type 2 or \"auto\" to cache, or "
+                f"network's stages, so it still needs {needs}. Use freeze_type 2 or \"auto\" to cache, or "
                 "switch the cache off."]
     return [f"  frozen-prefix cache: applies (the {_schedule_name(freeze)} schedule freezes front groups for good): "
             "their outputs are cached per sample, so their forward pass is skipped too (at most cache_max_mb "
@@ -281,7 +286,7 @@ def _cache_lines(plan):
             "(augmentation), or an epoch's samples at a frozen level's output size would not fit cache_max_mb. It "
             "needs the run's steps per epoch to judge (Model.train gives them; a loop of your own calls the train "
             "cell's fit_to_run).",
-            f"  the cache needs: {_CACHE_NEEDS}; the train cell's own construct (a subclass with its own construct "
+            f"  the cache needs: {needs}; the train cell's own construct (a subclass with its own construct "
             "trains without the cache, with a warning); not dataset sink mode on GPU/Ascend (Model.train leaves "
             "the cache out there, with a warning; freezing stays)."]
 
@@ -310,7 +315,47 @@ def _freezing_lines(plan, workers):
                      "level, the ranks share the outputs their caches compute (AllGathers on each step of it), so "
                      "each rank's cache holds every rank's samples after that epoch, in at most cache_max_mb of host "
                      "memory each.")
-    return lines + cache
+    return lines + cache + _break_even_lines(plan)
+
+
+BREAK_EVEN_COMPILES = (1, 3, 10)  # seconds: a compile on a fast machine, a typical one, a large graph's
+
+
+def _break_even_lines(plan):
+    """What a frozen level must save a step to repay its compile over the steps left at the first freezing decision
+    (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.payback``: ``steps_left * saving > compile``; the cache's
+    ``(steps_left - an epoch) * saving > 2 * compile``), for compiles of ``BREAK_EVEN_COMPILES`` seconds; then what
+    sink mode and a nested call do to payback and the cache. None without a run, or where nothing freezes in it."""
+    first = plan.freeze.first_frozen_update
+    if plan.run is None or first is None or first > plan.updates:
+        return []
+    left = (plan.updates - first + 1) * plan.accumulation  # steps, as the route counts them (micro-steps)
+    fill = plan.run.steps_per_epoch
+    cache = _may_cache(plan)
+    lines = [f"  break-even: at the first decision, {plan.at(first)}, {_plural(left, 'step')} are left; a frozen "
+             "level repays its compile where it saves more a step than the compile over them (payback's rule: steps "
+             "left x saving > compile)" + ("; the cache, two compiles over the steps left after an epoch's fill:"
+                                          if cache else ":")]
+    columns = [("compile", [f"{seconds} s" for seconds in BREAK_EVEN_COMPILES]),
+               ("a frozen level must save", [f"{_milliseconds(seconds / left)} a step"
+                                             for seconds in BREAK_EVEN_COMPILES])]
+    if cache:
+        columns.append(("the cache must save", [f"{_milliseconds(2 * seconds / (left - fill))} a step" if left > fill
+                                                else "never (the run ends within an epoch)"
+                                                for seconds in BREAK_EVEN_COMPILES]))
+    widths = [max(map(len, [head, *cells])) for head, cells in columns]
+    for row in zip(*([head, *cells] for head, cells in columns)):
+        lines.append("      " + "   ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    lines.append("  sink mode (GPU/Ascend) or a call nested in another Cell's graph: no host code runs between steps, "
+                 "so nothing times them and payback cannot weigh a level: the whole front freezes at once, its step "
+                 "compiled with the full one, whatever it saves; the cache is left out (Model.train warns in sink "
+                 "mode; a cell with the cache compiled nested by hand refuses).")
+    return lines
+
+
+def _milliseconds(seconds):
+    """A time a step in milliseconds, three significant digits (0.0198 ms, 0.198 ms)."""
+    return f"{seconds * 1000:.3g} ms"
 
 
 def _first_frozen(freeze):

@@ -44,7 +44,6 @@ MENTION = re.compile(r"(?<![\w./~-])((?:~?/)?(?:[\w.-]+/)*[\w.-]*\w\.(?:" + "|".
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
 QUOTED = re.compile(r"([\"'])[^\"'\s]+\1")
 COMMIT_ID = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")  # a word that looks like a git hash
-RECORD = "benchmarks.md"  # the one page that says how each figure came to be, commits included
 SKIPPED_FOLDERS = {"__pycache__", "node_modules"}  # besides hidden folders and *.egg-info: not the repository's files
 
 
@@ -261,11 +260,11 @@ def problems(pages, root):
 
 def commit_id_problems(page):
     """The commit ids the Markdown file ``page`` names, one line each: a word of 7 to 40 lower-case hex digits with at
-    least one digit and one letter (``4a1b85b``), anywhere on the page, in a link's anchor or a code block too. A user
-    page says what is true today; how a figure came to be, commits included, lives in the benchmarks record
-    (``RECORD``) and in git."""
+    least one digit and one letter (``4a1b85b``), anywhere on the page, in a link's anchor or a code block too. A
+    page says what is true today; how a figure came to be, commits included, lives in the results files under
+    bench/results/ and in git."""
     return [f"{Path(page).name}:{number}: names commit {word}; say what is true today, and keep the history in "
-            f"{RECORD} or git"
+            "the results files or git"
             for number, line in enumerate(Path(page).read_text(encoding="utf-8").splitlines(), 1)
             for word in COMMIT_ID.findall(line)]
 

@@ -1,11 +1,11 @@
 """The documentation works as written (tests/docs_check.py): every complete python block of README.md and
 docs/*.md runs in a fresh process from an empty directory, every relative link and heading anchor resolves, no page
 links or cites a file outside the repository, every shell block says what runs it; the README stays short and CI
-runs its test command; no user page names a commit (the benchmarks record excepted); and the checker itself fails a
+runs its test command; no page names a commit (the results page too); and the checker itself fails a
 broken example, reports a broken link, reports a link or a citation outside the repository, and finds a commit."""
 import pytest
 
-from tests.docs_check import RECORD, code_blocks, commit_id_problems, pages, problems, run_block
+from tests.docs_check import code_blocks, commit_id_problems, pages, problems, run_block
 from tests.launch import ROOT
 
 BLOCK_TIMEOUT = 180  # seconds; each block takes a few on 2 idle cores, the margin is for a loaded machine
@@ -24,10 +24,10 @@ def test_links_anchors_citations_and_block_markers_resolve():
     assert problems(pages(ROOT), ROOT) == []
 
 
-def test_user_pages_name_no_commit():
-    """README.md and the topic pages say what is true today: no commit id on them (STYLE rule 21); the benchmarks
-    record, which says how each figure came to be, is the one page that names commits."""
-    assert [problem for page in pages(ROOT) if page.name != RECORD for problem in commit_id_problems(page)] == []
+def test_pages_name_no_commit():
+    """README.md and the docs pages, the results page too, say what is true today: no commit id on them (STYLE rule
+    21); the results files under bench/results/ carry each figure's commit."""
+    assert [problem for page in pages(ROOT) for problem in commit_id_problems(page)] == []
 
 
 def test_the_commit_check_finds_a_commit_and_nothing_else(tmp_path):

@@ -24,6 +24,7 @@ from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, 
 from boost_cells.__main__ import main
 from boost_cells.explain import Run, explain, summary
 from boost_cells.freezing import FreezePlan, auto_criterion, freeze_index_sequence
+from boost_cells.freezing.payback import Costs, cache_pays, paying_levels
 from tests.launch import ROOT
 
 RUN = Run(epochs=12, steps_per_epoch=44)  # the digits workload of the benchmarks: 44 updates an epoch
@@ -37,9 +38,10 @@ def command(*args):
 
 
 def blocks(stdout):
-    """The command's output per file: ``{path: text}`` (a file's block starts with the line ``path:``)."""
+    """The command's output per file: ``{path: text}`` (a file's block starts with the line ``path:``), its wrapped
+    lines joined again (every run of spaces and line ends one space)."""
     parts = re.split(r"^(\S.*):$", stdout, flags=re.MULTILINE)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return {path: " ".join(text.split()) for path, text in zip(parts[1::2], parts[2::2])}
 
 
 def text(config, run=None, workers=None):
@@ -278,7 +280,7 @@ def test_frozen_prefix_cache_applies_only_to_schedules_that_freeze_for_good():
         assert "frozen-prefix cache on" in summary(freeze(param_groups=3, cache_frozen_prefix=True, **grad_freeze))
     interval = text(freeze(param_groups=3, freeze_type=1, cache_frozen_prefix=True))
     assert "frozen-prefix cache: asked for, but the interval schedule here never freezes a group for good, so " \
-           "nothing is cached" in interval and "it still needs a network of stages" in interval
+           "nothing is cached" in interval and "it still needs a network of at least 3 stages" in interval
     assert "cache" not in summary(freeze(param_groups=3, freeze_type=1, cache_frozen_prefix=True))
 
 
@@ -388,3 +390,63 @@ def test_model_train_logs_one_info_line_at_its_start_and_the_summary_at_debug(ca
     assert "total_steps: left out, so Model.train sets it from the run: 20 updates." in debug
     assert "frozen-prefix cache: applies" in debug
     assert model.boost.config.section("grad_freeze")["total_steps"] == 20
+
+
+IMAGENET = ["explain", "O1", "--steps-per-epoch", "625", "--epochs", "90"]
+
+
+def break_even(output):
+    """The break-even table's rows: ``{compile seconds: [milliseconds a step, ...]}`` (freezing's, then the cache's)."""
+    rows = re.findall(r"^ +(\d+) s +(.*)$", output, flags=re.MULTILINE)
+    return {int(seconds): [float(ms) for ms in re.findall(r"([\d.]+) ms a step", rest)] for seconds, rest in rows}
+
+
+def test_break_even_is_paybacks_rule_at_the_first_decision(capsys):
+    """``explain O1`` for 90 epochs of 625 steps gives, for a compile of 1, 3 and 10 s, what a frozen level must save
+    a step over the updates left at the first decision (update 5626 of 56250) and what the cache must; a saving 1%
+    above each figure passes payback's own rule (``paying_levels``, ``cache_pays``), 1% below does not."""
+    assert main(IMAGENET) == 0
+    output = capsys.readouterr().out
+    assert "break-even: at the first decision, update 5626 of 56250 (epoch 10 of 90), 50625 steps are left" in \
+        " ".join(output.split())
+    table = break_even(output)
+    assert sorted(table) == [1, 3, 10]
+    left, fill = 56250 - 5625, 625
+    for seconds, (freezing_ms, cache_ms) in table.items():
+        for factor, pays in ((1.01, True), (0.99, False)):
+            saving = freezing_ms / 1000 * factor
+            costs = Costs(step={0: 1.0, 1: 1.0 - saving}, compile={0: seconds}, shares=(0.0, 0.5))
+            assert (paying_levels(costs, 0, left) == (1,)) == pays, (seconds, factor)
+            cached = Costs(step={0: 1.0, 1: 0.5}, compile={0: seconds}, shares=(0.0, 0.5),
+                           cached_step={1: 0.5 - cache_ms / 1000 * factor})
+            assert cache_pays(cached, 1, left, fill) == pays, (seconds, factor)
+
+
+def test_explain_says_what_sink_mode_and_a_nested_call_do_and_stays_under_120_columns(capsys):
+    assert main(IMAGENET) == 0
+    output = capsys.readouterr().out
+    assert max(map(len, output.splitlines())) < 120
+    joined = " ".join(output.split())
+    assert "sink mode (GPU/Ascend) or a call nested in another Cell's graph: no host code runs between steps" in joined
+    assert "the whole front freezes at once" in joined and "the cache is left out" in joined
+
+
+def test_no_break_even_without_a_run_or_where_nothing_freezes_in_it():
+    assert "break-even" not in text("configs/O1.json")
+    late = freeze(param_groups=3, freeze_type="auto", auto_warmup_share=0.5, cache_frozen_prefix=True)
+    assert "break-even" not in text(late, Run(1, 1))  # the run ends before the first decision
+    assert "never (the run ends within an epoch)" in text(late, Run(1, 10))
+    assert "break-even" not in text(freeze(param_groups=1), RUN)
+    accumulated = text({**freeze(param_groups=3, freeze_type="auto"), "common": {"grad_accumulation_step": 4},
+                        "boost": {"mode": "manual", "grad_freeze": True, "grad_accumulation": True}}, Run(12, 44))
+    assert "update 15 of 132 (epoch 2 of 12), 472 steps are left" in accumulated  # (132 - 14) updates of 4 steps
+    without_cache = text(freeze(param_groups=3, freeze_type="auto", cache_frozen_prefix=False), RUN)
+    assert "a frozen level must save" in without_cache and "the cache must save" not in without_cache
+
+
+def test_the_cache_needs_one_stage_a_group_in_every_line():
+    """Every line of the summary that says what the cache needs gives the same count of stages: the groups'."""
+    for groups in (2, 3, 5):
+        lines = text(freeze(param_groups=groups, freeze_type="auto", cache_frozen_prefix=True), RUN)
+        counts = set(re.findall(r"at least (\d+) stages", lines))
+        assert counts == {str(groups)}, (groups, counts)

@@ -1,0 +1,307 @@
+"""Render the results page, ``docs/benchmarks.md``, and the results tables of the user pages from ``bench/results/``.
+
+    python bench/render.py            # rewrite the pages
+    python bench/render.py --check    # exit 1 and name the pages that differ from what the files give
+
+The page is the current results, not a log: one table a workload (level, baseline, speed-up with its rounds,
+accuracy and test loss change, seeds, machine balance, date), what was not measured, how to reproduce a row, and
+short method sections with no dated figure. A row is a comparison of a results file whose level the page names
+(``LEVELS``); where a workload, level and baseline were measured on several days, the latest day's rows stand and the
+older ones stay in their files and in git. Nobody edits the page by hand: ``tests/test_figures.py`` renders it and
+fails when the committed page is stale.
+
+A user page quotes the same figures through a region the renderer owns, between ``<!-- results: NAME -->`` and
+``<!-- /results -->`` (``REGIONS``: ``levels``, the levels against O0 on each workload, and ``parts``, a part switched
+on against the file; each figure with its seeds and machine balance).
+"""
+import argparse
+import os
+import re
+import sys
+import textwrap
+
+import results
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join("docs", "benchmarks.md")
+
+# The levels the page shows, as a user names them; a results file's comparisons under other names (a variant tried
+# and not shipped) stay in their files.
+LEVELS = {"O1": "`configs/O1.json`", "O2": "`configs/O2.json`", "O1-bare": "`boost_level=\"O1\"`, no file",
+          "O2-bare": "`boost_level=\"O2\"`, no file", "O1-cache": "`configs/O1.json`, `\"cache_frozen_prefix\": true`",
+          "O1-lessbn": "`configs/O1.json`, `\"less_bn\": true`"}
+BASES = {"O0": "O0", "O1": "`configs/O1.json` of that date"}
+WORKLOADS = {
+    "launch": ("Launch-bound", "A ResNet of width 8 (8 stages, BatchNorm) on scikit-learn's 8x8 digits, batch 32, "
+               "12 epochs: kernel launches and compiles weigh most."),
+    "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
+                "dominate."),
+    "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
+              "0.5 s on the machine that runs it (`--workload heavy`)."),
+    "augment": ("Augmented", "Compute-bound, each training image shifted at random by up to 2 pixels every epoch, so "
+                "samples do not repeat and the frozen-prefix cache cannot serve."),
+    "finetune": ("Fine-tuning", "Compute-bound's network pretrained with O0 on the digits 0-4, fine-tuned on 5-9 for 8 "
+                 "epochs with every layer trainable; 180 test images, one is 0.56 points."),
+    "vit": ("Transformer", "A small pre-norm vision transformer (4x4 patches of the digits upsampled to 16x16, 16 tokens, "
+            "width 64, 4 encoder layers, a mean-pooled head) trained with Adam from 1e-3, 10 epochs."),
+    "vit-finetune": ("Transformer fine-tuning", "The transformer pretrained with O0 on the digits 0-4, fine-tuned on 5-9 "
+                     "for 8 epochs with every layer trainable, Adam; 180 test images, one is 0.56 points."),
+    "own_loop": ("The example's own loop", "`python examples/train.py --network resnet --config ...`, a loop of its "
+                 "own around `build_train_network` (width 8, one block a stage), a fresh process a run "
+                 "(`bench/own_loop.py`: O0 and the level ABBA on each seed; a transcribed row's rounds are its pairs)."),
+}
+WIDTH = 119  # the page's prose lines, as the hand-written pages keep them
+
+
+def _prose(text, indent=""):
+    """``text`` as lines of at most ``WIDTH`` columns (a list item's continuation indented under its text)."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+NOT_MEASURED = ("GPU and Ascend (every figure here is from 2 CPU cores); mixed precision (`amp_level` O2, float16); "
+                "dataset sink mode (on CPU MindSpore falls back to non-sink mode); more than 2 workers or several "
+                "machines; a run of ImageNet's size.")
+
+
+def _number(value, digits=2):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _signed(value, digits=2):
+    return "-" if value is None else f"{value:+.{digits}f}"
+
+
+def _seeds(seeds):
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def _balance(record):
+    step, compile_seconds = record["balance"]["o0_step_ms"], record["balance"]["first_compile_s"]
+    if step is None and compile_seconds is None:
+        return "-"
+    return f"{'-' if step is None else f'{step:,.0f} ms'}, {_number(compile_seconds)} s"
+
+
+def _speed_up(figures):
+    rounds = figures["round_ratios"]
+    per_round = f" ({' / '.join(f'{ratio:.2f}' for ratio in rounds)})" if rounds and len(rounds) > 1 else ""
+    return f"{figures['ratio']:.2f}x{per_round}"
+
+
+def rows(records):
+    """``[(record, comparison, figures)]`` the page shows: comparisons of the ``LEVELS`` against a ``BASES`` arm,
+    refusing a workload ``WORKLOADS`` does not describe (its rows would otherwise vanish from the page),
+    each (workload, workers, base, level)'s latest day only; in ``LEVELS``' order, then stand-alone first, then by
+    date and file."""
+    unknown = sorted({record["workload"] for record in records} - set(WORKLOADS))
+    if unknown:
+        raise ValueError(f"results files of the workload(s) {', '.join(unknown)}, which bench/render.py's WORKLOADS "
+                         "does not describe: add each with its heading and one sentence on what it trains")
+    shown = [(record, comparison) for record in records for comparison in record["comparisons"]
+             if comparison["level"] in LEVELS and comparison["base"] in BASES]
+    latest = {}
+    for record, comparison in shown:
+        key = (record["workload"], record["workers"], comparison["base"], comparison["level"])
+        latest[key] = max(latest.get(key, ""), record["date"])
+    kept = [(record, comparison) for record, comparison in shown
+            if record["date"] == latest[(record["workload"], record["workers"], comparison["base"],
+                                         comparison["level"])]]
+    order = list(LEVELS)
+    kept.sort(key=lambda row: (order.index(row[1]["level"]), row[0]["workers"], row[0]["date"]))  # stable: file order
+    return [(record, comparison, results.summary(comparison)) for record, comparison in kept]
+
+
+def _level(record, comparison):
+    workers = f", {record['workers']} workers" if record["workers"] > 1 else ""
+    return LEVELS[comparison["level"]] + workers
+
+
+def _base(record, comparison):
+    return "plain data-parallel O0" if record["workers"] > 1 and comparison["base"] == "O0" else \
+        BASES[comparison["base"]]
+
+
+def workload_table(shown, workload):
+    """The markdown lines of one workload's table (none when it has no row)."""
+    lines = []
+    for record, comparison, figures in shown:
+        if record["workload"] != workload:
+            continue
+        mark = " (transcribed)" if record.get("provenance") else ""
+        lines.append(f"| {_level(record, comparison)} | {_base(record, comparison)} | {_speed_up(figures)} | "
+                     f"{_signed(figures['accuracy_change'])} | {_signed(figures['test_loss_change'], 3)} | "
+                     f"{_seeds(figures['seeds'])} ({record['epochs']} epochs) | {_balance(record)} | "
+                     f"{record['date']}{mark} |")
+    if not lines:
+        return []
+    name, what = WORKLOADS[workload]
+    return [f"## {name}", "", *_prose(what), "",
+            "| level | against | speed-up (per round) | accuracy change (points) | test loss change | seeds | "
+            "machine balance: O0 step, compile | date |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            *lines, ""]
+
+
+def not_measured(shown):
+    """What no row measured: the platforms and modes, then each level's workloads without a row."""
+    measured = {(record["workload"], comparison["level"]) for record, comparison, _ in shown}
+    gaps = []
+    for level in ("O1", "O2", "O1-bare", "O2-bare"):
+        missing = [WORKLOADS[workload][0].lower() for workload in WORKLOADS if (workload, level) not in measured]
+        if missing:
+            gaps += _prose(f"- {LEVELS[level]}: " + ("no workload" if len(missing) == len(WORKLOADS) else
+                                                     ", ".join(missing)) + ".", "  ")
+    return ["## What was not measured", "", *_prose(NOT_MEASURED), "", "Levels without a row on a workload:", "",
+            *gaps, ""]
+
+
+METHOD = """## How to reproduce a row
+
+Each row comes from one file under `bench/results/`, named by its date and workload; the file holds the command that
+ran it, the commit, the machine and every seed's figures. Run that command from a clean clone at that commit, on an
+otherwise idle machine (MindSpore reads a `construct`'s source from disk when it compiles, so editing the working tree
+during a run can corrupt it):
+
+<!-- not run by the tests: benchmarks of minutes to hours -->
+```bash
+python bench/o1_speedup.py --workload launch --rounds 2 --skip-distributed
+python bench/o1_speedup.py --workload heavy --rounds 2 --skip-standalone
+python bench/render.py
+```
+
+The first runs the stand-alone levels against O0 on one workload, the second `configs/O2.json` against plain
+data-parallel under `msrun` with 2 workers; each writes a new results file (an existing one is never changed), and
+the third renders this page from them. `--first-seed` adds seeds to a row, `--arms` adds levels (`--help` lists them).
+
+## How to read a row
+
+- **Speed-up**: images per second over the whole `Model.train` call (compiles, cache fills and the data pipeline
+  included), the level over its baseline, the median of the per-round ratios; the rounds' own ratios follow in
+  brackets, and their spread is the speed-up's noise.
+- **Accuracy change**: the level's held-out accuracy less its baseline's, in points, the mean over the seeds. The
+  test split has 360 images, so one image is 0.28 points; the same arm scatters by about a point from seed to seed,
+  so a change under a point is not resolved by two seeds. **Test loss change** likewise, where the run measured it.
+- **Machine balance**: the baseline's median step before anything froze and its first step (the compile). Freezing
+  saves step time and costs compiles, so a level's speed-up depends on this balance as much as on the workload: rows
+  of different balance are not comparable.
+- **(transcribed)**: measured before results were kept as data; the file carries the figures the benchmarks record
+  printed, and null where it printed none.
+
+## How the arms interleave
+
+The arms of a round run one after the other in one process, the order reversing every other round, and both start
+from the same weights and batch order (round r seeds both with r). A ratio is taken within a round, so a drift of the
+machine over a run moves both arms of a round alike.
+
+## Why a seed's accuracy repeats
+
+On this CPU a seed gives the same accuracy in every run: the weights, the batch order and the kernels are
+deterministic. Runs pooled for their timings therefore add no accuracy samples; an accuracy change is a mean over
+distinct seeds, which each row names.
+"""
+
+
+def render(records):
+    """The results page's text."""
+    shown = rows(records)
+    lines = ["# Benchmarks", "",
+             "<!-- rendered by bench/render.py from bench/results/: edit those files, not this page -->", "",
+             *_prose("What each level measured against its baseline on the benchmark workloads, one table a workload. "
+                     "Every row is a run's results file under `bench/results/`. [What was not "
+                     "measured](#what-was-not-measured), [how to reproduce a row](#how-to-reproduce-a-row), [how to "
+                     "read one](#how-to-read-a-row)."), ""]
+    for workload in WORKLOADS:
+        lines += workload_table(shown, workload)
+    lines += not_measured(shown)
+    return "\n".join(lines) + "\n" + METHOD
+
+
+def region_table(records, base):
+    """A region's table: each level measured against ``base`` (O0: plain data-parallel O0 for 2 workers), a column
+    a workload; a cell gives each row of the results page as speed-up, accuracy change (seeds, and epochs where a
+    workload's rows differ in them; machine balance)."""
+    shown = [row for row in rows(records) if row[1]["base"] == base]
+    workloads = [workload for workload in WORKLOADS if any(row[0]["workload"] == workload for row in shown)]
+    varied = {workload for workload in workloads
+              if len({record["epochs"] for record, _, _ in shown if record["workload"] == workload}) > 1}
+
+    def cell(record, figures):
+        epochs = f", {record['epochs']} epochs" if record["workload"] in varied else ""
+        return (f"{figures['ratio']:.2f}x, {_signed(figures['accuracy_change'])} ({_seeds(figures['seeds'])}{epochs}; "
+                f"{_balance(record)})")
+
+    lines = [f"| level, against {BASES[base]} | " + " | ".join(WORKLOADS[workload][0].lower() for workload in workloads)
+             + " |", "| --- |" + " --- |" * len(workloads)]
+    keys = []
+    for record, comparison, _ in shown:
+        if (comparison["level"], record["workers"]) not in keys:
+            keys.append((comparison["level"], record["workers"]))
+    for level, workers in keys:
+        cells = ["; ".join(cell(record, figures) for record, comparison, figures in shown
+                           if (record["workload"], comparison["level"], record["workers"])
+                           == (workload, level, workers)) or "not measured" for workload in workloads]
+        against = f", {workers} workers, against plain data-parallel" if workers > 1 else ""
+        lines.append(f"| {LEVELS[level]}{against} | " + " | ".join(cells) + " |")
+    return lines
+
+
+REGIONS = {"levels": lambda records: region_table(records, "O0"),
+           "parts": lambda records: region_table(records, "O1")}
+REGION = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.DOTALL)
+
+
+def fill_regions(text, records):
+    """``text`` with every results region rendered anew (an unknown region's name raises ValueError)."""
+    def fill(match):
+        name = match.group(2)
+        if name not in REGIONS:
+            raise ValueError(f"unknown results region {name!r}: known are {', '.join(REGIONS)}")
+        return match.group(1) + "\n".join(REGIONS[name](records)) + "\n" + match.group(4)
+    return REGION.sub(fill, text)
+
+
+def rendered_pages(root=ROOT, records=None):
+    """``{path relative to root: text as rendered}`` for the results page and every page with a results region."""
+    records = results.load() if records is None else records
+    pages = {PAGE: render(records)}
+    for folder, names in (("", ["README.md"]), ("docs", sorted(os.listdir(os.path.join(root, "docs"))))):
+        for name in names:
+            path = os.path.join(folder, name)
+            if not name.endswith(".md") or path == PAGE:
+                continue
+            with open(os.path.join(root, path), encoding="utf-8") as handle:
+                text = handle.read()
+            if REGION.search(text):
+                pages[path] = fill_regions(text, records)
+    return pages
+
+
+def stale(root=ROOT, records=None):
+    """The pages whose committed text differs from what the results files give."""
+    out = []
+    for path, text in rendered_pages(root, records).items():
+        with open(os.path.join(root, path), encoding="utf-8") as handle:
+            if handle.read() != text:
+                out.append(path)
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--check", action="store_true", help="name the stale pages and exit 1; write nothing")
+    args = parser.parse_args(argv)
+    if args.check:
+        paths = stale()
+        for path in paths:
+            print(f"{path} is stale: python bench/render.py rewrites it", file=sys.stderr)
+        return 1 if paths else 0
+    for path, text in rendered_pages().items():
+        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

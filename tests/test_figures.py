@@ -1,0 +1,252 @@
+"""One source for every figure a user reads (STYLE rules 21 and 24).
+
+- The results page (docs/benchmarks.md) and the results regions of the user pages are rendered from the results files
+  under bench/results/ (bench/render.py): the committed pages must be what the files give, so a new results file or
+  a hand edit of a rendered figure fails here until ``python bench/render.py`` runs. The page stays a results page:
+  under 250 lines, no commit id.
+- Outside those regions, a speed-up (``1.31x``), an accuracy change (``-0.97``), a step time (``61 ms``) or a compile
+  time (a figure in seconds in a sentence about compiles) on README.md or docs/*.md must be a figure of the results
+  files, or its sentence must say it is an example ("for example", "e.g.").
+- A value quoted beside a config key (``auto_threshold`` 0.6, ``cache_max_mb`` 2048, ``param_groups`` 3) is the
+  shipped file's where the sentence names one file, else a value some shipped file or the code's defaults give; the
+  defaults column of docs/configs.md's key table is the code's; the README counts its example network's layers as
+  ``split_layers`` does.
+"""
+import copy
+import json
+import re
+import sys
+
+import pytest
+
+from boost_cells import BoostConfig
+from boost_cells.freezing.groups import split_layers
+from tests.docs_check import code_blocks, commit_id_problems
+from tests.launch import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import render  # noqa: E402  pylint: disable=wrong-import-position
+import results  # noqa: E402  pylint: disable=wrong-import-position
+
+RECORDS = results.load()
+PAGE_LINES = 250
+USER_PAGES = [ROOT / "README.md"] + sorted(path for path in (ROOT / "docs").glob("*.md")
+                                           if path.name != "benchmarks.md")
+EXAMPLE = re.compile(r"\b(?:for example|e\.g\.)", re.IGNORECASE)
+RANGE = r"(?:\s*(?:-|to)\s*\d[\d,]*(?:\.\d+)?)?"  # a figure may open a range: "1.64-1.72x", "7.5 to 7.9 s"
+SPEED_UP = re.compile(r"(?<![\w.])(\d+\.\d+)(?=" + RANGE + r"x\b)")
+CHANGE = re.compile(r"(?<![\w.])([+-]\d+\.\d+)(?![\w.])")
+STEP = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?=" + RANGE + r"\s?ms\b)")
+SECONDS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?=" + RANGE + r"\s?s\b)")
+FENCE = re.compile(r"^ {0,3}```.*?^ {0,3}```", re.MULTILINE | re.DOTALL)
+COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+# ---- rendered from the results files ----
+
+def test_the_results_page_and_the_regions_are_what_the_results_files_give():
+    assert render.stale(str(ROOT), RECORDS) == [], "run python bench/render.py"
+    page = (ROOT / render.PAGE).read_text(encoding="utf-8")
+    assert len(page.splitlines()) < PAGE_LINES
+    assert commit_id_problems(ROOT / render.PAGE) == []
+    for workload in ("launch", "compute", "augment", "finetune"):
+        assert f"## {render.WORKLOADS[workload][0]}" in page
+    assert "## What was not measured" in page and "GPU and Ascend" in page and "sink mode" in page
+
+
+def test_a_changed_result_makes_the_page_and_the_regions_stale():
+    changed = copy.deepcopy(RECORDS)
+    comparison = next(comparison for record in changed for comparison in record["comparisons"]
+                      if comparison["level"] == "O1" and record["workload"] == "compute")
+    comparison["reported"]["ratio"] += 0.5
+    assert render.stale(str(ROOT), changed) == [render.PAGE, "docs/choosing-a-level.md"]
+
+
+def test_each_workload_level_shows_its_latest_day_only():
+    older = copy.deepcopy(next(record for record in RECORDS if record["workload"] == "compute"
+                               and any(c["level"] == "O1" for c in record["comparisons"])))
+    older["date"] = "2000-01-01"
+    older["comparisons"][-1]["reported"]["ratio"] = 9.99
+    assert "9.99x" not in render.render(RECORDS + [older])
+    assert "9.99x" in render.render([older])
+
+
+def test_a_workload_the_page_does_not_describe_is_refused_not_dropped():
+    unknown = copy.deepcopy(RECORDS[0])
+    unknown["workload"] = "gpt"
+    with pytest.raises(ValueError, match="gpt, which bench/render.py's WORKLOADS does not describe"):
+        render.render(RECORDS + [unknown])
+
+
+# ---- every figure on a user page ----
+
+def prose_units(text):
+    """The page's sentences and table rows, outside code blocks, comments and results regions."""
+    text = render.REGION.sub("", text)
+    text = COMMENT.sub("", FENCE.sub("", text))
+    units = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        lines = paragraph.splitlines()
+        if lines and all(line.startswith("|") for line in lines):
+            units += lines
+            continue
+        for item in re.split(r"\n(?=\s*(?:[-*]|\d+\.) )", paragraph):  # each list item on its own
+            units += re.split(r"(?<=[.;])\s+(?=[A-Z\[`(*])", " ".join(line.strip() for line in item.splitlines()))
+    return units
+
+
+def figures_in(unit):
+    """``[(kind, figure)]`` of a sentence or table row: speed-ups, accuracy changes, step times and, in a sentence about
+    compiles, times in seconds."""
+    found = [("speed-up", value) for value in SPEED_UP.findall(unit)]
+    found += [("accuracy change", value) for value in CHANGE.findall(unit)]
+    found += [("step time", value.replace(",", "")) for value in STEP.findall(unit)]
+    if "compile" in unit:
+        found += [("compile time", value) for value in SECONDS.findall(unit)]
+    return found
+
+
+def known_figures(records):
+    """Every figure of the results files as a page would print it, by kind."""
+    known = {"speed-up": set(), "accuracy change": set(), "step time": set(), "compile time": set()}
+    for record in records:
+        step, compile_seconds = record["balance"]["o0_step_ms"], record["balance"]["first_compile_s"]
+        if step is not None:
+            known["step time"].add(f"{step:.0f}")
+        if compile_seconds is not None:
+            known["compile time"].update({f"{compile_seconds:.2f}", f"{compile_seconds:.1f}"})
+        for comparison in record["comparisons"]:
+            figures = results.summary(comparison)
+            known["speed-up"].update(f"{ratio:.2f}" for ratio in [figures["ratio"], *(figures["round_ratios"] or [])])
+            if figures["accuracy_change"] is not None:
+                known["accuracy change"].add(f"{figures['accuracy_change']:+.2f}")
+    return known
+
+
+def figure_problems(text, records):
+    known = known_figures(records)
+    return [f"{kind} {figure} in: {unit[:160]}" for unit in prose_units(text) if not EXAMPLE.search(unit)
+            for kind, figure in figures_in(unit) if figure not in known[kind]]
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda page: page.name)
+def test_every_figure_on_a_user_page_is_a_results_figure_or_an_example(page):
+    assert figure_problems(page.read_text(encoding="utf-8"), RECORDS) == []
+
+
+def test_the_figure_check_fails_a_figure_the_results_do_not_hold():
+    compute = next(record for record in RECORDS if record["workload"] == "compute"
+                   and record["balance"]["o0_step_ms"] is not None)
+    ratio = results.summary(compute["comparisons"][-1])["ratio"]
+    step = f"{compute['balance']['o0_step_ms']:.0f}"
+    assert figure_problems(f"It ran {ratio:.2f}x O0 at {step} ms a step.", RECORDS) == []
+    assert figure_problems(f"It ran {ratio + 0.01:.2f}x O0.", RECORDS) == [f"speed-up {ratio + 0.01:.2f} in: It ran "
+                                                                           f"{ratio + 0.01:.2f}x O0."]
+    assert len(figure_problems("A frozen step of 27 ms became 11.5 ms, -0.37 over six seeds.", RECORDS)) == 3
+    assert len(figure_problems("It compiles 7.5 to 7.9 s on 2 workers.", RECORDS)) == 2
+    assert figure_problems("Where a step costs, for example, 10 ms and a compile 2.5 s, it waits.", RECORDS) == []
+    assert figure_problems("<!-- results: levels -->\n| 9.99x |\n<!-- /results -->\n```bash\nx 9.99x\n```", RECORDS) == []
+
+
+# ---- defaults quoted on a page ----
+
+SHIPPED = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in (ROOT / "configs").glob("*.json")}
+DEFAULTS = BoostConfig.level("O0").to_dict()
+# The defaults a page quotes that a user tunes by (thresholds, groups, the cache's limits, AdaSum's groups).
+CHECKED_KEYS = {"grad_freeze": ("param_groups", "auto_threshold", "auto_head_ratio", "auto_warmup_share",
+                                "auto_interval_share", "total_steps", "payback", "cache_frozen_prefix", "cache_max_mb"),
+                "common": ("device_number",)}
+KEY_VALUE = re.compile(r"`(?:(\w+)\.)?(\w+)`(?: is)? (?:\(default )?(-?\d+(?:\.\d+)?\b|true\b|false\b|`\"auto\"`)")
+FILE = re.compile(r"(?<![\w/.-])(?:configs/)?(\w+\.json)")
+
+
+def _sections_of(key):
+    return [section for section, values in DEFAULTS.items() if isinstance(values, dict) and key in values]
+
+
+def _value(text):
+    return "auto" if text == '`"auto"`' else json.loads(text)
+
+
+def _file_value(config, section, key):
+    level = BoostConfig.level(config.get("level", "O0")).to_dict()
+    return config.get(section, {}).get(key, level[section][key])
+
+
+def default_problems(text):
+    """Values of ``CHECKED_KEYS`` quoted as a default (``(default N)``: the code's) or in a sentence that names one
+    shipped file (that file's, or its level's default where it leaves the key out); a sentence naming several files
+    may quote any of theirs. A value in a sentence that names no file is a choice the page discusses, not checked."""
+    problems = []
+    for unit in prose_units(text):
+        if EXAMPLE.search(unit):
+            continue
+        files = {name for name in FILE.findall(unit) if name in SHIPPED}
+        for match in KEY_VALUE.finditer(unit):
+            section, key, quoted = match.groups()
+            sections = [section] if section else _sections_of(key)
+            if len(sections) != 1 or key not in CHECKED_KEYS.get(sections[0], ()):
+                continue
+            section, value = sections[0], _value(quoted)
+            if "(default" in match.group(0):
+                allowed = {DEFAULTS[section][key]}
+            elif files:
+                allowed = {_file_value(SHIPPED[name], section, key) for name in files}
+            else:
+                continue
+            if value not in allowed:
+                problems.append(f"{section}.{key} {quoted} (the files and the code give {sorted(map(str, allowed))}) "
+                                f"in: {unit[:160]}")
+    return problems
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda page: page.name)
+def test_a_value_quoted_beside_a_key_is_the_files_or_the_codes(page):
+    assert default_problems(page.read_text(encoding="utf-8")) == []
+
+
+def test_the_default_check_fails_a_stale_value():
+    assert default_problems("`configs/O1.json` sets `auto_threshold` 0.6 and `cache_max_mb` 2048.") == []
+    assert len(default_problems("`configs/O1.json` sets `auto_threshold` 0.4.")) == 1
+    assert default_problems("`configs/O1.json` and `configs/O2.json` give `auto_threshold` 0.4 or 0.6.") == []
+    assert default_problems("A user may set `auto_threshold` 0.3.") == []
+    assert len(default_problems("`grad_freeze.cache_max_mb` (default 1024) bounds it.")) == 1
+
+
+def key_table_defaults():
+    """docs/configs.md's "Every key" table: ``{section.key: default as written}``."""
+    text = (ROOT / "docs" / "configs.md").read_text(encoding="utf-8")
+    table = text.split("## Every key", 1)[1].split("\n\n", 2)[1]
+    defaults = {}
+    for row in table.splitlines()[2:]:
+        keys_cell, default_cell = [cell.strip() for cell in row.strip("|").split(" | ")][:2]
+        keys = re.findall(r"`([\w.]+)`", keys_cell)
+        section = keys[0].split(".")[0]
+        keys = [section + key if key.startswith(".") else key for key in keys]
+        value = re.sub(r"\s*\(.*\)$", "", default_cell).strip("`")
+        values = [part.strip() for part in value.split(", ")] if len(keys) > 1 and ", " in value else [value] * len(keys)
+        defaults.update(zip(keys, values))
+    return defaults
+
+
+def test_the_key_tables_defaults_are_the_codes():
+    table = key_table_defaults()
+    assert "grad_freeze.auto_threshold" in table and "grad_freeze.cache_max_mb" in table
+    for path, written in table.items():
+        if "." not in path or path.split(".")[0] not in DEFAULTS:  # "level"; the loss_scale section's own table
+            continue
+        section, key = path.split(".", 1)
+        code = DEFAULTS[section][key]
+        expected = json.dumps(code) if not isinstance(code, str) else code
+        assert written.replace('"', "") in (expected.replace('"', ""), "null" if code is None else expected), \
+            (path, written, code)
+
+
+def test_the_readme_counts_its_networks_layers_as_split_layers_does():
+    """The README's example says how many layers ``mindspore.boost`` counts in its network: ``split_layers``'s."""
+    block = next(block for block in code_blocks(ROOT / "README.md") if "def network():" in block.code)
+    source = re.search(r"^def network\(\):\n(?:    .*\n)+", block.code, re.MULTILINE).group(0)
+    namespace = {}
+    exec("from mindspore import nn\n" + source, namespace)  # pylint: disable=exec-used
+    stated = int(re.search(r"(\d+) layers as mindspore\.boost counts them", source).group(1))
+    assert stated == len(split_layers(namespace["network"]().trainable_params()))

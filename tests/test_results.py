@@ -1,0 +1,118 @@
+"""Benchmark results as data (bench/results.py): a run's record from the benchmark's measures, per seed; a file is
+written once and never overwritten; the test loss against a NumPy reference; decision records read where a train
+cell keeps them and [] where not; and every committed file has the fields the results page reads, its per-round
+ratios agreeing with its ratio (a transcription slip fails here)."""
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from tests.launch import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import results  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def measures(images_per_second, accuracy, test_loss, step=0.05, compile_seconds=2.0, **extra):
+    """An arm's measures as ``o1_speedup.train_arm`` gives them (the fields a record reads)."""
+    return {"end_to_end": images_per_second, "accuracy": accuracy, "test_loss": test_loss,
+            "median_level0_step": step, "first_step": compile_seconds, **extra}
+
+
+ROUNDS = [{"O0": measures(100.0, 0.98, 0.10, step=0.050, compile_seconds=2.0),
+           "O1": measures(150.0, 0.97, 0.12, first_update_at_level={2: 131}, cache_hits=10, cache_misses=2,
+                          decisions=[{"what": "froze level 2"}])},
+          {"O0": measures(100.0, 0.99, 0.08, step=0.070, compile_seconds=3.0),
+           "O1": measures(120.0, 0.99, 0.08, first_update_at_level={1: 105, 2: 157})}]
+
+
+def test_a_run_record_gives_each_seed_its_ratio_accuracy_loss_freeze_and_cache():
+    record = results.run_record("bench/o1_speedup.py", "python bench/o1_speedup.py --workload launch", ROOT,
+                                "launch", 12, 1, ROUNDS, "O0", ["O1"], first_seed=3)
+    assert record["schema"] == results.SCHEMA and record["machine"]["cores"] >= 1
+    assert record["balance"] == {"o0_step_ms": pytest.approx(60.0), "first_compile_s": pytest.approx(2.5)}
+    (comparison,) = record["comparisons"]
+    first, second = comparison["seeds"]
+    assert (first["seed"], second["seed"]) == (3, 4)
+    assert first["ratio"] == pytest.approx(1.5) and second["ratio"] == pytest.approx(1.2)
+    assert first["accuracy"] == {"base": pytest.approx(98.0), "arm": pytest.approx(97.0)}
+    assert first["accuracy_change"] == pytest.approx(-1.0) and first["test_loss_change"] == pytest.approx(0.02)
+    assert first["froze"] == {"2": 131} and second["froze"] == {"1": 105, "2": 157}
+    assert first["cache"] == {"cache_hits": 10, "cache_misses": 2} and second["cache"] is None
+    assert first["decisions"] == [{"what": "froze level 2"}] and second["decisions"] == []
+    figures = results.summary(comparison)
+    assert figures["ratio"] == pytest.approx(1.35) and figures["accuracy_change"] == pytest.approx(-0.5)
+    assert figures["seeds"] == [3, 4]
+
+
+def test_a_file_is_never_overwritten(tmp_path):
+    record = results.run_record("bench/o1_speedup.py", "python bench/o1_speedup.py", ROOT, "launch", 12, 2, ROUNDS,
+                                "O0", ["O1"])
+    first, second = results.write(record, tmp_path), results.write(record, tmp_path)
+    assert first != second and second.endswith("-2.json") and "-launch-2w-" in first
+    with open(first, encoding="utf-8") as handle:
+        assert json.load(handle) == record
+    # in the order written: a day's second file of a workload and commit after its first
+    assert [loaded["file"] for loaded in results.load(tmp_path)] == [first.split("/")[-1], second.split("/")[-1]]
+    with pytest.raises(ValueError, match="lacks comparisons"):
+        results.write({key: value for key, value in record.items() if key != "comparisons"}, tmp_path)
+
+
+def test_held_out_loss_is_the_mean_softmax_cross_entropy():
+    logits = np.array([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]])
+    labels = np.array([0, 1])
+    expected = -np.mean([np.log(np.exp(2) / np.exp([2, 0, -1]).sum()),
+                         np.log(np.exp(0.5) / np.exp([0.5, 0.5, 3]).sum())])
+    assert results.held_out_loss(logits, labels) == pytest.approx(expected)
+
+
+def test_decisions_are_read_where_a_cell_keeps_them():
+    class Record:
+        def to_dict(self):
+            return {"what": "froze"}
+
+    class Cell:
+        decisions = [Record()]
+
+    assert results.decisions(Cell()) == [{"what": "froze"}]
+    assert results.decisions(object()) == []
+
+
+def test_a_reported_figure_comes_before_the_rounded_seeds():
+    comparison = {"seeds": [{"seed": 0, "ratio": 1.32, "accuracy": {"base": None, "arm": None},
+                             "accuracy_change": None, "test_loss_change": None},
+                            {"seed": 1, "ratio": 1.53, "accuracy": {"base": None, "arm": None},
+                             "accuracy_change": None, "test_loss_change": None}],
+                  "reported": {"ratio": 1.43, "accuracy_change": -0.42}}
+    figures = results.summary(comparison)
+    assert figures["ratio"] == 1.43 and figures["round_ratios"] == [1.32, 1.53]
+    assert figures["accuracy_change"] == -0.42 and figures["accuracy"] is None and figures["test_loss_change"] is None
+
+
+@pytest.mark.parametrize("record", results.load(), ids=lambda record: record["file"])
+def test_every_committed_file_is_whole_and_its_rounds_agree_with_its_ratio(record):
+    assert all(key in record for key in results.REQUIRED), record["file"]
+    assert record["file"] == results.file_name(record) or record["file"].startswith(results.file_name(record)[:-5])
+    if record.get("commit") is None:
+        assert record.get("note"), "a file without its commit says why"
+    for comparison in record["comparisons"]:
+        figures = results.summary(comparison)
+        assert figures["ratio"] is not None and figures["accuracy_change"] is not None
+        if figures["round_ratios"]:
+            assert abs(float(np.median(figures["round_ratios"])) - figures["ratio"]) <= 0.0051, comparison["arm"]
+
+
+def test_the_example_loops_runs_make_a_record_per_seed():
+    """bench/own_loop.py's ABBA runs (O0, arm, arm, O0 a seed) as a record's seeds: O0's mean seconds over the arm's,
+    each arm's accuracy; its balance is not measured (the example prints its total time only)."""
+    own_loop = pytest.importorskip("own_loop")
+    runs = [{"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy}
+            for seed, times in ((0, (20.0, 10.0, 12.0, 24.0)), (1, (30.0, 15.0, 15.0, 30.0)))
+            for config, seconds, accuracy in zip(("O0", "O1", "O1", "O0"), times, (0.98, 0.97, 0.97, 0.98))]
+    record = results.run_record("bench/own_loop.py", "python bench/own_loop.py", ROOT, "own_loop", 12, 1,
+                                own_loop.seed_measures(runs, "O1"), "O0", ["O1"])
+    first, second = record["comparisons"][0]["seeds"]
+    assert first["ratio"] == pytest.approx(22.0 / 11.0) and second["ratio"] == pytest.approx(2.0)
+    assert first["accuracy_change"] == pytest.approx(-1.0)
+    assert record["balance"] == {"o0_step_ms": None, "first_compile_s": None}
