@@ -146,8 +146,8 @@ def teacher_data(step, n=8):
 
 
 @pytest.mark.parametrize("learnable, threshold, loss_drop, freezes_after",
-                         [(False, THRESHOLD, 0.5, None), (True, 6.0, 0.0, 3), (True, 6.0, 0.5, 9),
-                          (True, 6.0, 0.9, None)])
+                         [(False, THRESHOLD, 0.5, None), pytest.param(True, 6.0, 0.0, 3, marks=pytest.mark.slow),
+                          (True, 6.0, 0.5, 9), pytest.param(True, 6.0, 0.9, None, marks=pytest.mark.slow)])
 def test_nothing_freezes_before_the_network_has_learned(mode, learnable, threshold, loss_drop, freezes_after):
     """With ``auto_loss_drop``, the front freezes only once the interval's mean training loss lies that share of the
     first interval's below it. On targets of pure noise (a plateau: the loss cannot fall) the front, which settles
@@ -173,7 +173,7 @@ def test_nothing_freezes_before_the_network_has_learned(mode, learnable, thresho
         assert (first - last >= 0.5 * abs(first)) == learnable
 
 
-@pytest.mark.parametrize("head_ratio, freezes_after", [(0.5, None), (0.9, 5)])
+@pytest.mark.parametrize("head_ratio, freezes_after", [pytest.param(0.5, None, marks=pytest.mark.slow), (0.9, 5)])
 def test_under_adam_the_threshold_is_not_applied(mode, head_ratio, freezes_after):
     """Adam moves every weight by about its learning rate whatever the gradient, so a segment's displacement says
     nothing of whether it still learns: the TanhMLP under Adam at 0.01 moves its segments far below the threshold
