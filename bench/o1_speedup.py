@@ -37,6 +37,8 @@ transformer with Adam (each workload's ``optimizer`` entry, read by ``optimizer`
 
 - ``launch``: width 8 on the 8x8 digits (the ResNet examples/train.py trains for the level configs, with two blocks
   a stage), about 40 ms a step here: kernel launches and compiles weigh most;
+- ``tiny``: width 4 with one block a stage on the 8x8 digits, a step of about 10 ms: truly launch-bound, where a few
+  host reads or kernels a step show;
 - ``compute``: width 16 on the digits upsampled to 16x16 (each pixel repeated 2x2), about 0.55 s a step here:
   convolutions dominate;
 - ``augment``: ``compute``, with every training image shifted at random by up to 2 pixels every epoch (zero pad and
@@ -104,7 +106,8 @@ from examples.train import (  # noqa: E402  pylint: disable=wrong-import-positio
 LR, MOMENTUM, BATCH_SIZE = 0.05, 0.9, 32
 SPIKE_FACTOR = 5  # a later step over this many times its level's median step counts as a compile
 # heavy's width and upsampling are sized on the machine that runs it (heavy_size): its O0 step takes HEAVY_STEP.
-WORKLOADS = {"launch": {"width": 8, "upsample": 1}, "compute": {"width": 16, "upsample": 2},
+WORKLOADS = {"launch": {"width": 8, "upsample": 1}, "tiny": {"width": 4, "blocks": 1, "upsample": 1},
+             "compute": {"width": 16, "upsample": 2},
              "augment": {"width": 16, "upsample": 2, "shift": 2}, "finetune": {"width": 16, "upsample": 2,
                                                                               "classes": (0, 5)},
              "heavy": {"width": None, "upsample": None},
@@ -118,6 +121,7 @@ PRETRAIN_EPOCHS = 12
 # slower than O0 where compiles are dear (launch), well ahead where steps are (heavy), at least the figures the
 # compute-bound, augmented and fine-tuning workloads had before payback. The largest accuracy drop in points:
 SPEED_TARGETS = {("heavy", "O1"): {12: 1.8}, ("heavy", "O2"): {12: 1.6}, ("launch", "O1"): {12: 0.98},
+                 ("tiny", "O1"): {12: 0.98}, ("tiny", "O1-bare"): {12: 0.98},
                  ("launch", "O2"): {12: 0.98}, ("compute", "O1"): {12: 1.54}, ("augment", "O1"): {12: 1.45},
                  ("finetune", "O1"): {8: 1.37}}
 ACCURACY_TOLERANCE = {"O1": 0.5, "O2": 1.0}
@@ -155,10 +159,10 @@ def heavy_size():
 
 def network(workload):
     """The workload's network, freshly initialised: bench/vit.py's ``vit()`` for the transformer workloads, else
-    examples/train.py's ``resnet`` of the workload's width."""
+    examples/train.py's ``resnet`` of the workload's width and blocks a stage (2 by default)."""
     if WORKLOADS[workload].get("network") == "vit":
         return vit()
-    return resnet(width=WORKLOADS[workload]["width"])
+    return resnet(width=WORKLOADS[workload]["width"], blocks=WORKLOADS[workload].get("blocks", 2))
 
 
 def optimizer(workload, parameters):

@@ -34,6 +34,8 @@ BASES = {"O0": "O0", "O1": "`configs/O1.json` of that date"}
 WORKLOADS = {
     "launch": ("Launch-bound", "A ResNet of width 8 (8 stages, BatchNorm) on scikit-learn's 8x8 digits, batch 32, "
                "12 epochs: kernel launches and compiles weigh most."),
+    "tiny": ("Truly launch-bound", "A ResNet of width 4 with one block a stage (5 stages) on the 8x8 digits, batch 32, "
+             "12 epochs: a step of about 10 ms, where a few host reads or kernels a step show."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
