@@ -404,7 +404,8 @@ class FrozenLevelRoute:
     @staticmethod
     def _payback_figures(costs, level, deeper, steps_left):
         """The figures payback weighs ``deeper`` by, from ``level``: the full step, the saving, the compile."""
-        figures = [Figure("full step", costs.step[0] * 1e3, "ms"), Figure("steps left", steps_left, "steps")]
+        figures = [Figure("full step", costs.step[0] * 1e3, "ms"),
+                   Figure("steps left", steps_left, "steps", "the run's length")]
         saving = expected_saving(costs, deeper) - expected_saving(costs, level)
         figures.append(Figure(f"level {deeper}'s saving a step", saving * 1e3, "ms", saving_source(costs, deeper)))
         compile_seconds = compile_estimate(costs, deeper)

@@ -154,7 +154,7 @@ class CacheJudge:
         return (Figure(f"level {level}'s step", costs.step[level] * 1e3, "ms"),
                 Figure("the cache's saving a step", cache_saving(costs, level) * 1e3, "ms",
                        cache_saving_source(costs, level)),
-                Figure("steps left", steps_left, "steps"), Figure("fill", fill, "steps", "an epoch"),
+                Figure("steps left", steps_left, "steps", "the run's length"), Figure("fill", fill, "steps", "an epoch"),
                 Figure("each of its two compiles", largest_compile(costs), "s",
                        "estimate: the run's largest measured compile"))
 

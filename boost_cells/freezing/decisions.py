@@ -143,8 +143,15 @@ class DecisionLog(nn.Cell):
         self.capacity = int(capacity)
         self.stored = Parameter(Tensor(np.zeros(self.capacity, np.uint8)), name="grad_freeze.decision_log",
                                 requires_grad=False)
-        self.records = []
+        self._records = None  # the decisions, read from the Parameter at first use (a checkpoint loaded before)
         self._synced = 0  # records written to the Parameter so far
+
+    @property
+    def records(self):
+        """The decisions kept, in order (a list of ``Decision``)."""
+        if self._records is None:
+            self.load()
+        return self._records
 
     def add(self, decision):
         """Keep ``decision`` and log its line once."""
@@ -154,8 +161,8 @@ class DecisionLog(nn.Cell):
     def load(self):
         """The decisions a checkpoint held (an interrupted run's), read back before this run's first step."""
         data = bytes(self.stored.asnumpy()).rstrip(b"\0")
-        self.records = [Decision.from_dict(item) for item in json.loads(data)] if data else []
-        self._synced = len(self.records)
+        self._records = [Decision.from_dict(item) for item in json.loads(data)] if data else []
+        self._synced = len(self._records)
 
     def sync(self):
         """Write the decisions to the Parameter, where any were added since the last sync."""
