@@ -49,6 +49,8 @@ def test_a_measured_level_replaces_the_prior_and_a_compiled_one_is_paid():
     assert paying_levels(costs, 1, 7) == (2,)  # 2.1 > 2.0
     paid = Costs(step={0: 1.0, 1: 0.7}, compile={0: 2.0, 1: 1.5, 2: 2.0}, shares=SHARES)
     assert paying_levels(paid, 1, 1) == (2,)
+    noisy = Costs(step={0: 1.0, 1: 0.4}, compile={0: 2.0, 1: 1.5}, shares=SHARES)  # level 1 saved over its share
+    assert expected_saving(noisy, 2) == pytest.approx(2 / 3)  # capped at the full step's share, not 1.2 s
     slower = Costs(step={0: 1.0, 1: 1.1}, compile={0: 2.0, 1: 1.0}, shares=SHARES)
     assert expected_saving(slower, 1) == pytest.approx(-0.1) and paying_levels(slower, 0, 10 ** 6) == ()
 

@@ -12,7 +12,9 @@ needs hundreds. So the same file freezes group by group on the first machine and
 second.
 
 - ``saving(k)``: measured once level ``k`` has taken a few steps (the full step's median minus its own). Before,
-  scaled from the deepest level measured by the share of the network's layers before ``k`` (``shares``); before any
+  scaled from the deepest level measured by the share of the network's layers before ``k`` (``shares``), at most
+  the full step times that share (a level that measured more than its share, on a noisy machine, would otherwise
+  make a deeper level save more than the whole step); before any
   frozen level was measured, ``PRIOR_SAVING`` of the full step per share: a frozen prefix skips its weights'
   gradients, at least a third of its forward and backward work (the weight-gradient products, one of three products
   per layer), so the estimate is low and a level compiles only where it surely pays. Then its measurement takes over.
@@ -83,9 +85,9 @@ def expected_saving(costs, level):
     if level in costs.step:
         return full - costs.step[level]
     measured = [k for k in costs.step if k > 0 and costs.shares[k] > 0]
-    if measured:
+    if measured:  # at most the full step a share: no level saves more than the whole step's share of its layers
         deepest = max(measured)
-        per_share = max(0.0, full - costs.step[deepest]) / costs.shares[deepest]
+        per_share = min(full, max(0.0, full - costs.step[deepest]) / costs.shares[deepest])
     else:
         per_share = full * PRIOR_SAVING
     return per_share * costs.shares[level]
