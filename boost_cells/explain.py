@@ -165,12 +165,16 @@ def _automatic_lines(plan, name, start):
         depth = ("the whole front (every group but the last, the head, which never freezes) freezes for good at once "
                  "when all of it has settled (a front whose weights still move waits): one frozen level, so one more "
                  "step compiles (payback false)")
+    learned = "" if criterion.loss_drop <= 0 else (
+        f", and only once the network has learned: the training loss's mean over the last interval at least "
+        f"{criterion.loss_drop:.0%} below the first interval's (auto_loss_drop)")
     return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
             "the decision before (displacement: |w - w_before| / |w| per 100 updates); a group whose displacement "
-            f"stayed below {below} over the last two intervals has settled, and {depth}. It keeps a copy of the "
-            f"weights {copied} (their memory once more).",
-            f"  when: {warmup}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) may "
-            "freeze the front."]
+            f"stayed below {below} over the last two intervals has settled, and {depth}. Under an optimizer that "
+            "normalises its steps (Adam and its kin), auto_threshold is not applied: its steps are about the "
+            f"learning rate whatever the gradient. It keeps a copy of the weights {copied} (their memory once more).",
+            f"  when: {warmup}{learned}. Then a decision every {_plural(criterion.interval, 'update')} ({interval}) "
+            "may freeze the front."]
 
 
 def _schedule_lines(plan):
