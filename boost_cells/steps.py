@@ -199,7 +199,7 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
     if not isinstance(optimizer, FreezeOpt):
         step = _step_maker(sens, loss_scale, overflow_detector)(network, optimizer, update)
         return BuiltStep(step, update)
-    schedule = make_schedule(optimizer)
+    schedule = make_schedule(optimizer, info)
     make_step = _step_maker(sens, loss_scale, overflow_detector)
     steps = _group_steps(network, optimizer, update, make_step)
     route = None

@@ -497,7 +497,8 @@ def scale_free_run(samples, epochs=5, rank=0, size=1, batch_size=8):
     net = TanhMLP()
     config = freeze_config(freeze_type="auto")
     del config["grad_freeze"]["total_steps"]
-    config["grad_freeze"].update(auto_warmup_share=0.25, auto_interval_share=0.1, auto_threshold=1000)
+    config["grad_freeze"].update(auto_warmup_share=0.25, auto_interval_share=0.1, auto_threshold=1000,
+                                 auto_loss_drop=0.0)
     model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_config_dict=config)
     levels = []
 

@@ -129,7 +129,9 @@ class AutoSchedule(nn.Cell):
       alone would call such a front settled. With ``loss_drop`` above 0, no decision freezes anything until the
       mean training loss (what each step returns, summed over the interval in the graph) of the interval just
       ended lies ``loss_drop`` of the first interval's mean below it.
-    - Data-parallel, every rank holds the same weights, so every rank measures the same displacements and decides
+    - Data-parallel, the interval's training losses are summed over the ranks at a decision (one AllReduce of two
+      numbers), as each rank sees its own batches; every rank holds the same weights, so every rank measures the
+      same displacements and the same loss, and decides
       the same without a collective.
 
     Args:
@@ -141,7 +143,8 @@ class AutoSchedule(nn.Cell):
         segment_of (dict): ``{id(parameter): segment}`` for every trained parameter (its segment: the last group
             that holds it). weights (ParameterTuple): the trained weights (the unfrozen optimizer's), in order.
         normalised_by (str): the optimizer's class name where it normalises its steps (``normalised_steps``): the
-            threshold is then not applied; None (default): it is.
+            threshold is then not applied; None (default): it is. ranks_loss (bool): data-parallel, sum the
+            interval's training losses over the ranks before the loss condition (default False: stand-alone).
 
     Parameters (state, checkpointed):
         grad_freeze.frozen (int32): leading groups frozen for good; steps train from this group.
@@ -154,7 +157,7 @@ class AutoSchedule(nn.Cell):
             head's, and the head's with ``head_ratio``), flattened in order, as at the last decision (the device
             memory of those weights once more).
         grad_freeze.loss_sum (float32, (2,)): with ``loss_drop``, the training losses of the interval so far (their
-            sum, and how many were finite).
+            sum, and how many were finite); data-parallel, this rank's own (summed over the ranks at a decision).
         grad_freeze.loss (float32, (3,)): with ``loss_drop``, the first interval's mean training loss, the last
             interval's, and the intervals measured (0 before the first).
         grad_freeze.frozen_at (int32, (groups,)): the update after which each level froze (0: not frozen).
@@ -163,11 +166,12 @@ class AutoSchedule(nn.Cell):
             ``loss_drop``); zeros for a level not frozen. The decision records read these.
     """
 
-    def __init__(self, plan, segment_of, weights, normalised_by=None):
+    def __init__(self, plan, segment_of, weights, normalised_by=None, ranks_loss=False):
         super().__init__(auto_prefix=False)
         self.segment_of = dict(segment_of)
         self.groups = plan.groups
         self.normalised_by = normalised_by
+        self.all_reduce = ops.AllReduce() if ranks_loss else None
         self.fit(plan)
         self.frozen = Parameter(_int32(0), name="grad_freeze.frozen", requires_grad=False)
         self.updates = Parameter(_int32(0), name="grad_freeze.updates", requires_grad=False)
@@ -249,6 +253,8 @@ class AutoSchedule(nn.Cell):
         training loss (from ``summed``, its sum and count) lies ``loss_drop`` of the first interval's mean below
         it; an interval without a finite loss has not. Returns ``(learned, means, token)``: the first interval's and
         this one's means (float32, (2,)), recorded in ``loss``, and the next interval's sum started."""
+        if self.all_reduce is not None:  # every rank's losses, so every rank decides alike
+            summed = self.all_reduce(summed)
         counted = summed[1] > 0
         mean = summed[0] / ops.maximum(summed[1], 1.0)
         known = self.loss[2] > 0
@@ -351,11 +357,13 @@ def normalised_steps(optimizer):
                  if any(family in kind.__name__.lower() for family in NORMALISED_STEPS)), None)
 
 
-def make_schedule(freeze_opt):
+def make_schedule(freeze_opt, info=None):
     """The schedule of a ``FreezeOpt``'s plan: an ``AutoSchedule`` over its segments for an "auto" plan (told
-    whether its optimizer normalises its steps), else a ``SequenceSchedule``."""
+    whether its optimizer normalises its steps, and data-parallel (``info``, a ``ParallelInfo``) to sum the training
+    loss over the ranks), else a ``SequenceSchedule``."""
     plan = freeze_opt.plan
     if plan.kind != "auto":
         return SequenceSchedule(plan)
     return AutoSchedule(plan, freeze_opt.segment_of(), freeze_opt.optimizer.parameters,
-                        normalised_by=normalised_steps(freeze_opt.optimizer))
+                        normalised_by=normalised_steps(freeze_opt.optimizer),
+                        ranks_loss=info is not None and info.distributed)

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from boost_cells import (  # noqa: E402
     BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate)
 from boost_cells.freezing import GradientFreeze  # noqa: E402
-from tests.distributed.worker import shard  # noqa: E402
+from tests.distributed.worker import ROWS, shard  # noqa: E402
 from tests.helpers import TanhMLP, clocked_run, freeze_config, init_data_parallel, scale_free_run  # noqa: E402
 
 STEPS = 4
@@ -72,12 +72,13 @@ def scenario_freeze_overflow(rank, size):
 
 def scenario_freeze_auto(rank, size):
     """The automatic schedule: each rank's own gradients differ, but the replicas' weights are the same, so every
-    rank measures the same displacements and decides alike (every 2 updates; threshold 1000 freezes at the first
-    decision that has two intervals)."""
+    rank measures the same displacements and decides alike (every 2 updates; threshold 1000 and no loss condition,
+    on targets of noise: it freezes at the first decision that has two intervals)."""
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto")
-    config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.2, auto_threshold=1000)  # of 10
+    config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.2, auto_threshold=1000,  # of 10
+                                 auto_loss_drop=0.0)
     return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config), rank, size,
                steps=8)
 
@@ -122,7 +123,8 @@ def scenario_freeze_payback(rank, size):
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto", total_steps=200, payback=True)
-    config["grad_freeze"].update(auto_interval_share=0.01, auto_warmup_share=0.01, auto_threshold=1000)
+    config["grad_freeze"].update(auto_interval_share=0.01, auto_warmup_share=0.01, auto_threshold=1000,
+                                 auto_loss_drop=0.0)
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     batches = [shard(step, rank, size) for step in range(12)]
     trace, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 60.0 if rank == 0 else 1.0)
@@ -135,11 +137,12 @@ def scenario_freeze_cache_auto(rank, size):
     and 1 on both ranks, a compile of 0.5 s; a step the cache serves takes 0.2 s on rank 0 and 0.9 s on rank 1. Alone,
     rank 1 would drop the cache after its A/B (0.9 s against 0.7 s on the batch); the ranks average their ledgers
     (0.55 s), so both keep it, and train alike (2 global batches an epoch, seen 16 times; the stem freezes at the
-    first decision, threshold 1000). The ledgers differ (each rank's clock) and are left out of the state."""
+    first decision, threshold 1000, no loss condition). The ledgers differ (each rank's clock) and are left out of
+    the state."""
     net = staged_mlp()
     config = freeze_config(freeze_type="auto", total_steps=32, payback=False, param_groups=2)
     config["grad_freeze"].update(auto_interval_share=2 / 32, auto_warmup_share=4 / 32, auto_threshold=1000,
-                                 cache_frozen_prefix="auto")
+                                 auto_loss_drop=0.0, cache_frozen_prefix="auto")
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     cell.fit_to_run(steps_per_epoch=2)
@@ -151,6 +154,27 @@ def scenario_freeze_cache_auto(rank, size):
             "hits": np.array(cell.prefix_cache.hits)}
 
 
+def scenario_freeze_loss(rank, size):
+    """The automatic schedule's loss condition (``auto_loss_drop`` 0.5), data-parallel: each rank trains on its own
+    rows of learnable batches (targets a fixed linear map of the inputs), so each rank's own losses differ; the
+    interval's losses are summed over the ranks at each decision, so both ranks freeze at the same update, once the
+    global batch's loss has halved (threshold 6: the front's displacement settles from the first decisions)."""
+    net = TanhMLP()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    config = freeze_config(freeze_type="auto")
+    config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.3, auto_threshold=6.0,  # of 10
+                                 auto_loss_drop=0.5)
+    cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
+    teacher = np.random.RandomState(99).randn(4, 3) * 0.5
+    indices = []
+    for step in range(20):
+        x = np.random.RandomState(100 * step + rank).randn(ROWS, 4).astype(np.float32)
+        indices.append(cell.train_step.current_index())
+        cell(Tensor(x), Tensor((x @ teacher).astype(np.float32)))
+    state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names()}
+    return {**state, "indices": np.array(indices)}
+
+
 def scenario_freeze_scale(rank, size):
     """The automatic schedule through Model.train over this rank's shard of 64 samples (tests/helpers.py's
     ``scale_free_run``): half the updates per epoch of a stand-alone run."""
@@ -158,6 +182,7 @@ def scenario_freeze_scale(rank, size):
 
 
 SCENARIOS = {"freeze_scale": scenario_freeze_scale, "freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto,
+             "freeze_loss": scenario_freeze_loss,
              "freeze_payback": scenario_freeze_payback, "freeze_cache_auto": scenario_freeze_cache_auto,
              "freeze_adasum": scenario_freeze_adasum,
              "freeze_overflow": scenario_freeze_overflow, "freeze_cached": lambda r, s: cached_run(r, s, True),
