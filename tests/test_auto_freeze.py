@@ -9,6 +9,24 @@ from boost_cells import BoostConfig, BoostTrainOneStepCell
 from tests.helpers import (STEPS, THRESHOLD, DataWrapperStandIn, auto_config, data, freeze_config, mlp_setup,
                            numpy_auto_run, state)
 
+
+def traced_run(cell, batches):
+    """Call ``cell`` on each of ``batches``; the first group each call trained from."""
+    trace = []
+    for inputs in batches:
+        trace.append(cell.train_step.current_index())
+        cell(*inputs)
+    return trace
+
+
+def teacher_data(step, n=8):
+    """A batch the TanhMLP can learn: targets a fixed linear map of the inputs (the loss falls), seeded by step."""
+    rng = np.random.RandomState(step)
+    x = rng.randn(n, 4).astype(np.float32)
+    y = (x @ np.random.RandomState(99).randn(4, 3) * 0.5).astype(np.float32)
+    return ms.Tensor(x), ms.Tensor(y)
+
+
 @pytest.mark.slow  # a whole run and its resumed half, compared
 def test_resumed_run_freezes_at_the_same_step(graph_mode, tmp_path):
     """Stopped after 10 steps (mid-interval), saved, and resumed in a new cell from the checkpoint, the run freezes
@@ -109,10 +127,7 @@ def test_a_front_slower_than_its_head_settles(mode, head_ratio, freezes_after):
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config(threshold=0.01, head_ratio=head_ratio))
     batches = [data(step_index) for step_index in range(STEPS)]
     expected_trace, expected = numpy_auto_run(net, batches, threshold=0.01, head_ratio=head_ratio)
-    trace = []
-    for inputs in batches:
-        trace.append(cell.train_step.current_index())
-        cell(*inputs)
+    trace = traced_run(cell, batches)
     assert trace == expected_trace
     assert (trace.index(2) if 2 in trace else None) == freezes_after and 1 not in trace
     for got, want in zip(net.trainable_params(), expected):
@@ -137,14 +152,6 @@ def test_a_graph_mode_step_reads_nothing_on_the_host(graph_mode, monkeypatch):
     assert cell.train_step.frozen_for_good() == 2
 
 
-def teacher_data(step, n=8):
-    """A batch the TanhMLP can learn: targets a fixed linear map of the inputs (the loss falls), seeded by step."""
-    rng = np.random.RandomState(step)
-    x = rng.randn(n, 4).astype(np.float32)
-    y = (x @ np.random.RandomState(99).randn(4, 3) * 0.5).astype(np.float32)
-    return ms.Tensor(x), ms.Tensor(y)
-
-
 @pytest.mark.parametrize("learnable, threshold, loss_drop, freezes_after",
                          [(False, THRESHOLD, 0.5, None), pytest.param(True, 6.0, 0.0, 3, marks=pytest.mark.slow),
                           (True, 6.0, 0.5, 9), pytest.param(True, 6.0, 0.9, None, marks=pytest.mark.slow)])
@@ -159,10 +166,7 @@ def test_nothing_freezes_before_the_network_has_learned(mode, learnable, thresho
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=config)
     batches = [(teacher_data if learnable else data)(step_index) for step_index in range(STEPS)]
     expected_trace, expected = numpy_auto_run(net, batches, threshold=threshold, loss_drop=loss_drop)
-    trace = []
-    for inputs in batches:
-        trace.append(cell.train_step.current_index())
-        cell(*inputs)
+    trace = traced_run(cell, batches)
     assert trace == expected_trace
     assert (trace.index(2) if 2 in trace else None) == freezes_after
     for got, want in zip(net.trainable_params(), expected):
@@ -179,7 +183,8 @@ def test_under_adam_the_threshold_is_not_applied(mode, head_ratio, freezes_after
     nothing of whether it still learns: the TanhMLP under Adam at 0.01 moves its segments far below the threshold
     (2.6 per 100 updates) from the first decision, and a Momentum-style rule would freeze the front after update 3.
     Under Adam the threshold is not applied: at ``auto_head_ratio`` 0.5 nothing freezes (the front moves as fast as
-    the head); at 0.9 a segment settles by moving less than 0.9 times the head, after update 5. Both modes; trace and weights as the NumPy rendering of Adam's."""
+    the head); at 0.9 a segment settles by moving less than 0.9 times the head, after update 5. Both modes; trace and
+    weights as the NumPy rendering of Adam's."""
     net, net_with_loss, opt = mlp_setup("adam")
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config(head_ratio=head_ratio))
     assert cell.train_step.schedule.normalised_by == "Adam"
@@ -187,10 +192,7 @@ def test_under_adam_the_threshold_is_not_applied(mode, head_ratio, freezes_after
     threshold_trace, _ = numpy_auto_run(net, batches, lr=0.01, adam=True, head_ratio=head_ratio)
     assert threshold_trace.index(2) == 3  # what applying the threshold would do
     expected_trace, expected = numpy_auto_run(net, batches, lr=0.01, adam=True, threshold=0.0, head_ratio=head_ratio)
-    trace = []
-    for inputs in batches:
-        trace.append(cell.train_step.current_index())
-        cell(*inputs)
+    trace = traced_run(cell, batches)
     assert trace == expected_trace
     assert (trace.index(2) if 2 in trace else None) == freezes_after
     for got, want in zip(net.trainable_params(), expected):
