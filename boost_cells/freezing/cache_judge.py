@@ -179,11 +179,14 @@ class CacheJudge:
             return (f"The frozen-prefix cache ({_AUTO}) does not start: it waited at frozen level {level} for a deeper "
                     f"level, but {came}. The frozen prefix runs inside the compiled step; set the key to false to "
                     "silence this.")
+        deeper_too = "" if needed is None else (
+            f"; at level {deeper}, which the run may still freeze to, it would save about {deeper_saving * 1e3:.1f} "
+            f"ms a step, which needs {needed:.0f} steps left to repay them")
         return (f"The frozen-prefix cache ({_AUTO}) does not start, as it would not pay in this run: at frozen "
                 f"level {level} a step takes {costs.step[level] * 1e3:.1f} ms, of which the cache would save "
                 f"about {cache_saving(costs, level) * 1e3:.1f} ms (the frozen prefix's forward pass) over the "
                 f"{max(0, steps_left - fill)} steps left after its fill ({fill} steps), less than its two "
-                f"compiles of about {largest_compile(costs):.2f} s each. The frozen prefix runs inside "
+                f"compiles of about {largest_compile(costs):.2f} s each{deeper_too}. The frozen prefix runs inside "
                 "the compiled step; set the key to false to silence this.")
 
     def after_step(self, call, level, rows, new_level, repeated, steps_per_epoch, reduce):
