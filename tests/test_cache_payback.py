@@ -1,4 +1,4 @@
-"""The frozen-prefix cache on "auto" (issue 37): it fills only where samples repeat (probed over the run's first epoch)
+"""The frozen-prefix cache on "auto": it fills only where samples repeat (probed over the run's first epoch)
 and the run's steps left repay its compiles, and stays only where the steps it serves measure faster than the same
 level's steps on the batch; otherwise it steps aside with one warning that gives the measured figures. Where the
 front freezes group by group, a cache that does not pay at the first level weighs again at the next. Every decision

@@ -1,6 +1,6 @@
-"""Every module path of ``mindspore.boost`` is one of boost_cells (issue 22): ``from boost_cells.X import Y`` works for
+"""Every module path of ``mindspore.boost`` is one of boost_cells: ``from boost_cells.X import Y`` works for
 every module X of the installed reference and every name Y of its ``__all__``, with a compatible signature. Each path
-is a real file of the package that only re-exports the package's names (issue 27), and the package registers no
+is a real file of the package that only re-exports the package's names, and the package registers no
 module of its own in ``sys.modules``.
 
 Compatible: a class's ``__init__`` or a function takes the reference's parameters first, in order, with the same

@@ -130,7 +130,7 @@ def test_file_errors(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(path.stem for path in CONFIGS.glob("*.json")))
 def test_a_shipped_config_by_name(name):
-    """Issue 38: a shipped file's stem, given where a config path is accepted, is that file, on every way in."""
+    """A shipped file's stem, given where a config path is accepted, is that file, on every way in."""
     expected = BoostConfig.from_file(CONFIGS / f"{name}.json")
     assert BoostConfig.from_file(name) == expected
     assert BoostConfig.coerce(name) == expected

@@ -1,4 +1,4 @@
-"""DimReduce (issue 9) against NumPy references: the PCA matrix, projection and back-projection, the BFGS update and
+"""DimReduce against NumPy references: the PCA matrix, projection and back-projection, the BFGS update and
 its skip, the line-search decision, full steps (with and without loss scaling, a planted overflow), checkpoint
 resume, 2-worker data parallelism, the config rules and the errors."""
 import os

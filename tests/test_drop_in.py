@@ -1,5 +1,5 @@
 """Drop-in for real configs and calls: what mindspore.boost and mindspore.nn accept runs here, with the meaning it
-has there (a warning where it is likely a mistake). Issue 7's seven cases, trained in both execution modes."""
+has there (a warning where it is likely a mistake). The seven cases, trained in both execution modes."""
 import copy
 
 import mindspore as ms

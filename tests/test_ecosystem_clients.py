@@ -1,5 +1,5 @@
 """The two libraries that build their train steps on ``mindspore.boost``'s accumulation pieces run on boost_cells by
-changing the import (issue 22), each pattern reproduced small in this file's own code on the Linear net:
+changing the import, each pattern reproduced small in this file's own code on the Linear net:
 
 - MindCV (``mindcv/utils/train_step.py``): ``TrainStep(nn.TrainOneStepWithLossScaleCell)`` holds a
   ``GradientAccumulation`` subclass that sets ``self.grad_reducer`` and drives the base's ``_max_accumulation_step``,

@@ -1,4 +1,4 @@
-"""One way in (issue 28): a config's network and optimizer transforms (LessBN with its head and gradient
+"""One way in: a config's network and optimizer transforms (LessBN with its head and gradient
 centralization, freezing's groups) take effect, or are refused with a message that says where they apply, on every
 entry point that takes a config: ``Model``, ``build_train_network``, a train cell's ``boost_config=``, and (the
 reference's way) the latest ``AutoBoost``. Each shipped config is tried on each, and so are the bare levels O1 and

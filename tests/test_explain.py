@@ -143,7 +143,7 @@ def test_command_usage_errors_exit_2(argv, message, capsys):
 
 
 def test_command_explains_a_shipped_config_by_name(tmp_path, monkeypatch, capsys):
-    """Issue 38: ``explain O1`` from any directory explains the shipped O1.json; an unknown name exits 2 with the
+    """``explain O1`` from any directory explains the shipped O1.json; an unknown name exits 2 with the
     library's error, which lists the names."""
     assert main(["explain", str(ROOT / "configs" / "O1.json")]) == 0
     by_path = blocks(capsys.readouterr().out)

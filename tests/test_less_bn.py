@@ -176,7 +176,7 @@ def test_fn_head_equals_numpy(mode):
 
 @pytest.mark.parametrize("amp_level", sorted(AMP_LOGITS))
 def test_fn_head_under_amp(mode, amp_level, tmp_path, monkeypatch):
-    """Regression (issue 38): float16 features met a float32 weight in the head's MatMul under amp O2/O3 in
+    """Regression: float16 features met a float32 weight in the head's MatMul under amp O2/O3 in
     GRAPH_MODE. Cast as Model casts a network (amp_network), the head returns the reference's dtype at each level,
     and float32-accurate cosines where float16 features' sum of squares overflows (64 features around 40: 1e5 >
     65504), while the reference's cosines vanish to 0 there and only its bias is left."""

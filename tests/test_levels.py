@@ -1,4 +1,4 @@
-"""Levels that fit any network and never assume a run's length in silence (issue 26): a level's default group count
+"""Levels that fit any network and never assume a run's length in silence: a level's default group count
 adapts to the network (at most one group a layer) and ``explain`` says so; the reference's documented
 ``GradientFreeze`` example runs; a train cell in a loop of one's own says once that it assumes a run of 65536
 updates, unless it was told its run."""

@@ -136,7 +136,7 @@ def test_model_amp_level_o2_casts_and_scales(graph_mode):
 
 
 def test_model_takes_a_shipped_config_by_name(tmp_path, monkeypatch):
-    """Issue 38: ``boost_config_dict="grad_accumulation"`` is the shipped file from any directory, as its path is
+    """``boost_config_dict="grad_accumulation"`` is the shipped file from any directory, as its path is
     from the repository's root; an unknown name is an error naming the argument; "" stays the level's defaults."""
     monkeypatch.chdir(tmp_path)
     net, loss, opt = setup()

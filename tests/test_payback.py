@@ -1,4 +1,4 @@
-"""Payback (issue 37): the automatic schedule freezes to the levels whose compile the run's steps left repay, from
+"""Payback: the automatic schedule freezes to the levels whose compile the run's steps left repay, from
 the run's own measured step and compile times, never from a constant fitted on one machine.
 
 The rule (``boost_cells.freezing.payback``) against its arithmetic written out; the ledger (``CostLedger``) against

@@ -1,4 +1,4 @@
-"""The configs shipped with boost_cells (issue 38): where ``boost_cells.shipped`` finds them (the checkout's
+"""The configs shipped with boost_cells: where ``boost_cells.shipped`` finds them (the checkout's
 ``configs/`` here, the package's own ``configs/`` when installed, an error naming both when neither is there),
 ``python -m boost_cells configs`` (the list, ``--copy`` and its refusals, exit status 2 as ``explain``'s), and a wheel
 built from this checkout, installed into a fresh virtual environment, that finds them by name from a directory outside
