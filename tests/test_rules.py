@@ -30,7 +30,7 @@ def less_bn(fn_flag):
 # (config key path, constructor argument, the constructor called with the bad value, bad value)
 SAME_RULE = [
     # Two disagreements the constructors and the config once had: window=2.0 was accepted by DynamicLossScaleUpdate
-    # and refused by GroupLossScaleManager and the config; alpha=inf was accepted by DimReduce and refused by the config.
+    # and refused by GroupLossScaleManager and the config; alpha=inf was accepted by DimReduce, refused by the config.
     ("loss_scale.window", "window", lambda v: DynamicLossScaleUpdate(8.0, window=v), 2.0),
     ("loss_scale.window", "scale_window", lambda v: GroupLossScaleManager(64.0, [], scale_window=v), 2.0),
     ("dim_reduce.alpha", "alpha", lambda v: dim_reduce(alpha=v), INF),
