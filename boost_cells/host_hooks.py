@@ -161,6 +161,8 @@ class FrozenLevelRoute:
         self._read = (0, 0)  # (calls, updates) when the schedule's updates were last read
         self._level_changes_at = 0  # the update count from which the level may differ from the mirror; None: never
         self._schedule_logged = 0  # the schedule's decisions logged so far
+        self.decision = schedule.decision_cell()  # the schedule's decision, taken here (None: it takes none)
+        self._decides_after = None  # the update count after which the route takes the next decision (first call on)
         self._paying_said = ()  # the paying levels the last payback decision recorded
 
     @property
@@ -170,7 +172,8 @@ class FrozenLevelRoute:
 
     def cells(self):
         """Every step the route may run, and the ledger (for the train cell's Cell tree)."""
-        return [*self.uncached.values(), *self.cached.values(), self.log] + ([self.ledger] if self.ledger else [])
+        parts = [self.log] + [part for part in (self.ledger, self.decision) if part is not None]
+        return [*self.uncached.values(), *self.cached.values(), *parts]
 
     def fit_run(self, steps_per_epoch):
         """The run's steps (train-cell calls) per epoch, which the cache's rules need."""
@@ -217,6 +220,8 @@ class FrozenLevelRoute:
             if any(decision.part == "payback" for decision in self.log.records):  # resumed: what it last allowed
                 self._paying_said = tuple(k for k in self.schedule.allowed_levels()
                                           if k > self.schedule.frozen_for_good())
+            if self.decision is not None:
+                self._decides_after = self.schedule.decides_after(self.schedule.applied_updates())
         level = self._frozen_level()
         self._calls += 1
         if self.ledger is not None:
@@ -234,7 +239,9 @@ class FrozenLevelRoute:
             self.log.sync()
             self._weigh(level)
         if level == 0 or not (self.caching and self.judge.started):
-            return self.uncached[level](*inputs)[0]
+            outputs = self.uncached[level](*inputs)[0]
+            self._decide_if_due()
+            return outputs
         first = self._batch(cell, inputs)
         new_level, repeats, misses = level not in self.cache.row_bytes, self.cache.repeats, self.cache.misses
         exchange = self._exchange if self._sharing(level) else None
@@ -244,7 +251,26 @@ class FrozenLevelRoute:
             self.ledger.count_as(self.ledger.cached_row(level) if whole else None)
         outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
+        self._decide_if_due()
         return outputs
+
+    def _decide_if_due(self):
+        """After a step: where it applied the update of one of the schedule's decisions (``decides_after``), take
+        that decision (the schedule's ``decision_cell``), as the step's own graph would have; the level is read again
+        at the next call. The schedule's updates are read only once the updates applied may have reached it."""
+        if self.decision is None:
+            return
+        calls, updates = self._read
+        if updates + -(-(self._calls - calls) // self.accumulation) < self._decides_after:
+            return
+        updates = self.schedule.applied_updates()
+        self._read = (self._calls, updates)
+        if updates < self._decides_after:
+            return
+        if updates == self._decides_after:
+            self.decision()
+            self._level_changes_at = updates  # the decision may have frozen more: read the level next call
+        self._decides_after = self.schedule.decides_after(updates)
 
     def _frozen_level(self):
         """The schedule's frozen level before this call, from its host mirror: the schedule's Parameters are read

@@ -9,8 +9,11 @@ serves the switch and the frozen-prefix cache through one small contract:
   outputs the cache may keep. ``frozen_levels`` (host, fixed): the values above 0 it can take, so the cache builds a
   step for each. ``applied_updates()`` (host, one scalar read) and ``level_changes_at(updates)`` (host): the next
   update count at which ``frozen_for_good()`` may change, so the host route reads the level only there.
-- ``advance(applied)`` (graph): after a step that applied ``applied`` optimizer updates (int32 scalar: 0 on an
-  overflow or an accumulating micro-step), move on. Returns a token to make the step's outputs depend on.
+- ``advance(applied, loss)`` (graph): after a step that applied ``applied`` optimizer updates (int32 scalar: 0 on an
+  overflow or an accumulating micro-step; ``loss``: the step's training loss), move on. Returns a token to make the
+  step's outputs depend on. ``count(applied, loss)`` (graph) moves on without deciding, and ``decision_cell()``
+  (host; None where the schedule takes no decision) gives the decision as a Cell of its own, which the host route
+  calls after the step of a decision's update (``decides_after``): the same rule, out of the step's graph.
 - ``plan`` (host): the ``FreezePlan`` it follows, whose numbers every description of the schedule reads;
   ``fit(plan)`` (host, before the first step) makes it follow the same plan made for another run length.
 
@@ -60,6 +63,14 @@ class SequenceSchedule(nn.Cell):
 
     def train_from(self):
         return self.strategy_table[self.position]
+
+    def decision_cell(self):
+        """None: a sequence drawn in advance takes no decision."""
+        return None
+
+    def count(self, applied, loss=None):
+        """As ``advance``: walking the sequence is all a step does."""
+        return self.advance(applied, loss)
 
     def advance(self, applied, loss=None):  # pylint: disable=unused-argument
         position = self.position + applied
@@ -231,15 +242,43 @@ class AutoSchedule(nn.Cell):
         return displacement < ops.maximum(displacement[self.groups - 1] * self.head_ratio, self.threshold)
 
     def advance(self, applied, loss=None):
+        updates, summed, token = self._count(applied, loss)
+        if ops.logical_and(applied > 0, updates % self.interval == self.interval_end):
+            token = ops.depend(token, self._decide(updates, summed))
+        return token
+
+    def count(self, applied, loss=None):
+        """``advance`` without the decision: count the updates and the training loss (graph). The host route's steps
+        count, and the route takes the decision itself at the same updates (``decision_cell``), so a step between
+        decisions compiles and runs no branch."""
+        return self._count(applied, loss)[2]
+
+    def _count(self, applied, loss):
+        """The updates applied and the interval's loss sum (None without ``loss_drop``) after this step, assigned;
+        ``(updates, summed, token)``."""
         updates = self.updates + applied
         token = ops.assign(self.updates, updates)
         summed = None
         if self.loss_drop > 0:
             summed = self._summed_loss(loss)
             token = ops.depend(token, ops.assign(self.loss_sum, summed))
-        if ops.logical_and(applied > 0, updates % self.interval == self.interval_end):
-            token = ops.depend(token, self._decide(updates, summed))
-        return token
+        return updates, summed, token
+
+    def decision_cell(self):
+        """A Cell that takes the decision of the update the schedule has counted to (its ``updates``, its loss sum),
+        as ``advance`` takes it in the step's graph: for the host route, which calls it right after the step that
+        applied a decision's update (``decides_after``), a graph of its own compiled at the first decision."""
+        return ScheduleDecision(self)
+
+    def decides_after(self, updates):
+        """The least update count above ``updates`` after which a decision is taken (host int): the next interval's
+        end."""
+        return updates + 1 + (self.interval_end - updates - 1) % self.interval
+
+    def decide_now(self):
+        """The decision on the counted updates and loss sum (graph), for ``decision_cell``."""
+        summed = self.loss_sum + 0.0 if self.loss_drop > 0 else None
+        return self._decide(self.updates + 0, summed)
 
     def _summed_loss(self, loss):
         """The interval's training-loss sum and count (float32, (2,)) with this step's loss (its mean, float32)
@@ -355,6 +394,17 @@ def normalised_steps(optimizer):
     weight is normalised (``NORMALISED_STEPS``), or None."""
     return next((kind.__name__ for kind in type(optimizer).__mro__
                  if any(family in kind.__name__.lower() for family in NORMALISED_STEPS)), None)
+
+
+class ScheduleDecision(nn.Cell):
+    """The automatic schedule's decision as a graph of its own (``AutoSchedule.decision_cell``)."""
+
+    def __init__(self, schedule):
+        super().__init__(auto_prefix=False)
+        self.schedule = schedule
+
+    def construct(self):
+        return self.schedule.decide_now()
 
 
 def make_schedule(freeze_opt, info=None):

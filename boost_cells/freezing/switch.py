@@ -35,13 +35,16 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
 
     Args:
         schedule (Cell): the freezing schedule (``boost_cells.freezing.schedules``).
+        decides (bool): the schedule's decisions are taken in this step's graph (``advance``); False: it only
+            counts (``count``), and whoever runs the step takes them (the host route). Default True.
 
     Inputs: the step's. Outputs: ``(outputs, applied)``: the step's outputs and its applied updates (int32 scalar).
     """
 
-    def __init__(self, schedule):
+    def __init__(self, schedule, decides=True):
         super().__init__(auto_prefix=False)
         self.schedule = schedule
+        self.decides = decides
 
     def take(self, inputs):
         """``(outputs, applied)`` of the step on ``inputs`` (a tuple)."""
@@ -50,7 +53,9 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
     def construct(self, *inputs):
         outputs, applied = self.take(inputs)
         loss = outputs[0] if isinstance(outputs, tuple) else outputs
-        return ops.depend(outputs, self.schedule.advance(applied, loss)), applied
+        if self.decides:
+            return ops.depend(outputs, self.schedule.advance(applied, loss)), applied
+        return ops.depend(outputs, self.schedule.count(applied, loss)), applied
 
     def current_index(self):
         """The first group the next step trains (host int; for tests, monitors and logs)."""
@@ -69,11 +74,11 @@ class ScheduledStep(AdvancingStep):
     """One fixed step (a frozen suffix's step on a cached prefix's outputs) that still advances the schedule.
 
     Args:
-        schedule: as ``AdvancingStep``. step (Cell): the step (``boost_cells.steps.Step``).
+        schedule, decides: as ``AdvancingStep``. step (Cell): the step (``boost_cells.steps.Step``).
     """
 
-    def __init__(self, schedule, step):
-        super().__init__(schedule)
+    def __init__(self, schedule, step, decides=True):
+        super().__init__(schedule, decides)
         self.step = step
 
     def take(self, inputs):
