@@ -587,6 +587,20 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
     return trace, params
 
 
+def payback_cell():
+    """The TanhMLP under the automatic schedule of tests/test_auto_freeze.py (a decision every 2 updates from update 3
+    on; its front segment settles by update 9, the middle one by 17), made for a run of 200 updates, with payback."""
+    from boost_cells import BoostTrainOneStepCell  # pylint: disable=import-outside-toplevel
+    net, net_with_loss, opt = mlp_setup()
+    config = auto_config(total_steps=200)
+    config["grad_freeze"]["payback"] = True
+    return net, BoostTrainOneStepCell(net_with_loss, opt, boost_config=config)
+
+
+# A payback run's step times by level, seconds (tests/test_payback.py, tests/test_decisions.py).
+STEP_SECONDS = {0: 1.0, 1: 0.7, 2: 0.4}
+
+
 class SetClock:
     """A clock the test moves: ``now`` seconds."""
 

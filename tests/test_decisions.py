@@ -10,8 +10,7 @@ import pytest
 from boost_cells.freezing.cache_judge import CacheJudge
 from boost_cells.freezing.decisions import Decision, DecisionLog, Figure
 from boost_cells.freezing.payback import Costs, layer_shares
-from tests.helpers import STEPS, SetClock, clocked_run, data
-from tests.test_payback import STEP_SECONDS, payback_cell
+from tests.helpers import STEP_SECONDS, STEPS, SetClock, clocked_run, data, payback_cell
 
 
 def lines(decisions):

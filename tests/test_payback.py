@@ -15,7 +15,8 @@ import pytest
 from boost_cells import BoostTrainOneStepCell
 from boost_cells.freezing.ledger import CostLedger
 from boost_cells.freezing.payback import PRIOR_SAVING, Costs, expected_saving, layer_shares, paying_levels
-from tests.helpers import STEPS, SetClock, auto_config, clocked_run, data, mlp_setup, numpy_auto_run, state
+from tests.helpers import (STEP_SECONDS, STEPS, SetClock, auto_config, clocked_run, data, mlp_setup,
+                           numpy_auto_run, payback_cell, state)
 
 SHARES = layer_shares([2, 2, 2])  # TanhMLP: two Dense layers a segment
 
@@ -81,20 +82,10 @@ def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):
     np.testing.assert_array_equal(loaded.summary(), ledger.summary())
 
 
-def payback_cell():
-    """The TanhMLP under the automatic schedule of tests/test_auto_freeze.py (a decision every 2 updates from update 3
-    on; its front segment settles by update 9, the middle one by 17), made for a run of 200 updates, with payback."""
-    net, net_with_loss, opt = mlp_setup()
-    config = auto_config(total_steps=200)
-    config["grad_freeze"]["payback"] = True
-    return net, BoostTrainOneStepCell(net_with_loss, opt, boost_config=config)
-
-
-# One second a step at level 0, 0.7 s at level 1, 0.4 s at level 2; the compile decides.
+# One second a step at level 0, 0.7 s at level 1, 0.4 s at level 2 (STEP_SECONDS); the compile decides.
 # The full step is known after its first call and MIN_TIMED more, at the start of the next: the decision of that
 # call's update is the first that may freeze to a level that pays.
 ALLOWED_FROM = CostLedger.MIN_TIMED + 2
-STEP_SECONDS = {0: 1.0, 1: 0.7, 2: 0.4}
 CASES = {
     # about 185 steps left when the front settles: level 1's prior gain is about 20 s, level 2's 41 s
     "group_by_group": (1.0, (1, 2), None),  # the front segment after update 9, the middle after 17
