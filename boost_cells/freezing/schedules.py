@@ -367,10 +367,7 @@ class AutoSchedule(nn.Cell):
         interval's end from the warm-up on; None once the whole front is frozen."""
         if self.frozen_for_good() >= self.groups - 1:
             return None
-        after = updates + 1 + (self.interval_end - updates - 1) % self.interval
-        if after < self.warmup:
-            after = self.warmup
-        return after
+        return max(self.decides_after(updates), self.warmup)  # the warm-up's end is a decision's update too
 
     def monitor_state(self):
         """For ``BoostMonitor``: each segment's displacement at the last decision; with ``loss_drop``, the share by
