@@ -257,7 +257,14 @@ class FrozenLevelRoute:
     def _decide_if_due(self):
         """After a step: where it applied the update of one of the schedule's decisions (``decides_after``), take
         that decision (the schedule's ``decision_cell``), as the step's own graph would have; the level is read again
-        at the next call. The schedule's updates are read only once the updates applied may have reached it."""
+        at the next call. The schedule's updates are read only once the updates applied may have reached it.
+
+        While payback allows no level deeper than the one frozen, a decision could freeze nothing, and the route
+        skips it: a run where no level pays never compiles the decision's graph. What skipping gives up is on the
+        safe side: the next decision measures its segments' displacement against the copies of the last decision
+        taken, over more updates than an interval but counted per interval (a larger displacement), and its loss
+        mean spans the intervals since; so a front freezes no earlier for it, and at the latest two decisions after
+        payback allows a deeper level."""
         if self.decision is None:
             return
         calls, updates = self._read
@@ -267,7 +274,7 @@ class FrozenLevelRoute:
         self._read = (self._calls, updates)
         if updates < self._decides_after:
             return
-        if updates == self._decides_after:
+        if updates == self._decides_after and (self._allowed is None or max(self._allowed) > self._level):
             self.decision()
             self._level_changes_at = updates  # the decision may have frozen more: read the level next call
         self._decides_after = self.schedule.decides_after(updates)

@@ -528,7 +528,7 @@ def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_ste
 
 
 def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0, allowed=(2,),
-                   allowed_from=0, loss_drop=0.0, adam=False):
+                   allowed_from=0, loss_drop=0.0, adam=False, skips=False):
     """Momentum (or, with ``adam``, MindSpore's Adam: beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected step size)
     training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
     rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
@@ -541,8 +541,10 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
     only level 2 is allowed: both front segments freeze together; none at a decision before update
     ``allowed_from``); then the copies are taken again. With ``loss_drop`` above 0, nothing freezes at a decision
     where the mean training loss of the interval's steps (each taken before its update) lies less than ``loss_drop``
-    of the first interval's mean below that first mean. Returns (the frozen count before each step, the final
-    parameters)."""
+    of the first interval's mean below that first mean. With ``skips`` (the host route under payback), a decision
+    where none of the ``allowed`` levels is deeper than ``frozen``, or before ``allowed_from``, is not taken at all:
+    no copies, no displacement, the losses go on into the next one. Returns (the frozen count before each step, the
+    final parameters)."""
     params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
     velocity = [np.zeros_like(p) for p in params]
     second = [np.zeros_like(p) for p in params]  # Adam's second moment (velocity is its first)
@@ -569,7 +571,8 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
                 velocity[j] = momentum * velocity[j] + grads[j]
                 params[j] = params[j] - lr * velocity[j]
         updates += 1
-        if updates % INTERVAL == WARMUP % INTERVAL:
+        skipped = skips and (updates < allowed_from or not any(level > frozen for level in allowed))
+        if updates % INTERVAL == WARMUP % INTERVAL and not skipped:
             moved, size = np.zeros(3), np.zeros(3)
             for j, p in enumerate(params):
                 moved[segment[j]] += np.sum((p - copies[j]) ** 2)
