@@ -254,6 +254,12 @@ class FrozenLevelRoute:
         self._decide_if_due()
         return outputs
 
+    def _updates_bound(self):
+        """The most updates the schedule can have applied by now (host int): those read last, plus one for every
+        ``accumulation`` calls since, rounded up; no device read."""
+        calls, updates = self._read
+        return updates + -(-(self._calls - calls) // self.accumulation)
+
     def _decide_if_due(self):
         """After a step: where it applied the update of one of the schedule's decisions (``decides_after``), take
         that decision (the schedule's ``decision_cell``), as the step's own graph would have; the level is read again
@@ -267,8 +273,7 @@ class FrozenLevelRoute:
         payback allows a deeper level."""
         if self.decision is None:
             return
-        calls, updates = self._read
-        if updates + -(-(self._calls - calls) // self.accumulation) < self._decides_after:
+        if self._updates_bound() < self._decides_after:
             return
         updates = self.schedule.applied_updates()
         self._read = (self._calls, updates)
@@ -286,9 +291,7 @@ class FrozenLevelRoute:
         two of the schedule's decisions reads nothing on the device. The first call reads them (a resumed run)."""
         if self._level_changes_at is None:
             return self._level
-        calls, updates = self._read
-        bound = updates + -(-(self._calls - calls) // self.accumulation)  # the most updates applied by now
-        if bound < self._level_changes_at and self._calls > 0:
+        if self._updates_bound() < self._level_changes_at and self._calls > 0:
             return self._level
         updates = self.schedule.applied_updates()
         self._read = (self._calls, updates)
