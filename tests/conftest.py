@@ -3,15 +3,18 @@ Hypothesis profiles for the property tests and the value strategies several of t
 
 The suite runs in random order (pytest-randomly, see pytest.ini), so no test may depend on what an earlier one
 left behind. ``fresh_process_state`` (autouse) gives every test the state of a new process: PYNATIVE_MODE on CPU
-(MindSpore's default mode), a stand-alone parallel context, no latest ``AutoBoost`` config, and a PyNative executor
+(MindSpore's default mode), a stand-alone parallel context, no latest ``AutoBoost`` config, mindspore.boost's own
+level table and singleton as a new process has them, and a PyNative executor
 without a grad graph left open (a test that expects a forward pass to raise under a PyNative train step leaves one
 open, and every later PyNative step would fail); it restores the same after the test, so a module-scoped fixture
 that runs next does not inherit a test's mode either.
 """
+import copy
 import math
 import os
 
 import mindspore as ms
+import mindspore.boost.boost as reference_boost
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -23,9 +26,24 @@ MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
 
 ms.set_device("CPU")
 
+# mindspore.boost's own process-wide state, as a new process has it: its level table (which its "manual" mode writes
+# into) and its AutoBoost singleton (which the reference's train cells and mindspore.train.Model create). Tests that
+# compare with the reference read that table, so no test may leave it changed for the next.
+REFERENCE_LEVELS = copy.deepcopy(reference_boost._boost_config_level)  # pylint: disable=protected-access
+
+
+def _fresh_reference():
+    """The reference's level table and AutoBoost singleton as a new process has them."""
+    levels = reference_boost._boost_config_level  # pylint: disable=protected-access
+    if levels != REFERENCE_LEVELS:
+        levels.clear()
+        levels.update(copy.deepcopy(REFERENCE_LEVELS))
+    reference_boost.AutoBoost._instance = None  # pylint: disable=protected-access
+
 
 def _fresh_state():
     reset_latest_config()
+    _fresh_reference()
     reset_pynative_executor()
     ms.set_context(mode=ms.PYNATIVE_MODE)
     if ms.get_auto_parallel_context("parallel_mode") != ms.ParallelMode.STAND_ALONE:
@@ -34,8 +52,8 @@ def _fresh_state():
 
 @pytest.fixture(autouse=True)
 def fresh_process_state():
-    """Before and after each test: PYNATIVE_MODE on CPU, stand-alone, no latest AutoBoost config, a clean PyNative
-    executor."""
+    """Before and after each test: PYNATIVE_MODE on CPU, stand-alone, no latest AutoBoost config, the reference's
+    process-wide state fresh, a clean PyNative executor."""
     _fresh_state()
     yield
     _fresh_state()
