@@ -23,8 +23,8 @@ from mindspore import Tensor, ops
 
 from .user_warnings import warn_user
 from .freezing.cache_judge import CacheJudge
-from .freezing.decisions import LOG, Decision, DecisionLog, Figure, schedule_decisions
-from .freezing.payback import compile_estimate, compile_source, expected_saving, paying_levels, saving_source
+from .freezing.decisions import LOG, DecisionLog, schedule_decisions
+from .freezing.policy import FreezingPolicy, Observation, PolicyRecord
 
 __all__ = ["FrozenLevelRoute", "HostHooks"]
 
@@ -96,24 +96,19 @@ class FrozenLevelRoute:
     ``cached[k]`` on the cached outputs of the stages before group ``k`` (``FrozenPrefixCache``, fingerprinted by
     sample). A step compiles when it first runs, so only the levels the schedule reaches compile.
 
-    Payback (``payback``; the automatic schedule): the ledger (``CostLedger``) times every step, from one call's
-    start to the next, by level; every ``cadence`` calls the route weighs which levels pay for their compile in the
-    steps left (``boost_cells.freezing.payback.paying_levels``) and lets the schedule freeze to those alone
-    (``schedule.allow``). Where none pays before the front is due to freeze, the run trains every group, as O0
-    does, and one warning says so with the measured figures. Data-parallel, the ranks' ledgers are averaged first (an
-    all-reduce at the same calls on every rank), so every rank allows the same levels.
-
-    The cache judges itself on the run at hand (the route's ``judge``, a ``boost_cells.freezing.cache_judge``
-    ``CacheJudge``: with ``judge_cache``, its payback, weighed at the same calls as the levels (at a level where it
-    does not pay, again at a deeper level the schedule may still take), then an A/B of its steps against the steps
-    on the batch; whether the data fits ``cache_max_mb``; whether samples repeat) and drops
-    itself (``drop_cache``) where it cannot pay, with one warning that says why; the route goes on with
-    ``uncached[k]``. Its rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it, a loop of your
-    own through the train cell's ``fit_to_run``); without it a cache switched on (true) keeps caching and says once
-    that it cannot judge, and one on "auto" does not start. Data-parallel, the ranks share the outputs their caches
-    compute over the epoch from the cache's first call at each level (``_exchange``, AllGather on the world group),
-    so each rank's cache holds every sample after that epoch, however the sampler deals the samples out. The first
-    step checks that every rank was given the same steps per epoch, at which those collectives fall.
+    What it decides is the policy's (``boost_cells.freezing.policy``: ``FreezingPolicy``, pure over one state
+    record): the route times every step (``CostLedger``, from one call's start to the next, by level), and every
+    ``cadence`` calls asks the policy with what it observed (``Observation``: the updates, the level, the ledger's
+    costs; data-parallel, the ranks' mean, an all-reduce at the same calls on every rank, so every rank decides
+    alike); it applies the answer: the levels allowed (written into the schedule's graph, ``schedule.allow``), the
+    cache started or dropped, each decision logged once (``DecisionLog``) and warned where it leaves a feature out.
+    The cache's measured rules (``CacheJudge``: whether samples repeat, whether they fit ``cache_max_mb``) are
+    verdicts it hands the policy. Their rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it,
+    a loop of your own through the train cell's ``fit_to_run``); without it a cache switched on (true) keeps caching
+    and says once that it cannot judge, and one on "auto" does not start. Data-parallel, the ranks share the outputs
+    their caches compute over the epoch from the cache's first call at each level (``_exchange``, AllGather on the
+    world group), so each rank's cache holds every sample after that epoch, however the sampler deals the samples
+    out. The first step checks that every rank was given the same steps per epoch, at which those collectives fall.
 
     ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
     step (the freezing switch, with the levels it compiles without the host) then takes every step, and the
@@ -136,6 +131,8 @@ class FrozenLevelRoute:
         active (bool): whether it takes the steps. caching (bool): whether it uses the cache. aside (str): why it
             dropped the cache or stepped aside, or None. required (bool): whether a step means something else
             without it (caching: the cached prefix runs in inference mode), so the cell refuses to compile nested.
+        policy (FreezingPolicy): what decides. state (PolicyState): its state, None before the run's first call.
+        log (DecisionLog): the decisions the policy made. record (PolicyRecord): its state, for a checkpoint.
     """
 
     def __init__(self, schedule, uncached, ledger=None, shares=None, accumulation=1, cache=None, cached=None,
@@ -148,14 +145,18 @@ class FrozenLevelRoute:
         self.ledger, self.shares, self.accumulation = ledger, shares, int(accumulation)
         self.payback = bool(payback)
         self.cache = cache
+        self.policy = FreezingPolicy(schedule.plan.groups, payback,
+                                     False if cache is None else "auto" if judge_cache else True, accumulation)
+        self.state = None  # the policy's state, from the run's first call (or a step aside before it)
+        self._recorded = None  # the state record last written to its Parameter
+        self.record = PolicyRecord()
         self.log = DecisionLog()
-        self.judge = CacheJudge(cache, judge_cache, self.ranks, self.decide) if cache is not None else None
-        self.active, self.caching = True, cache is not None
+        self.judge = CacheJudge(cache, judge_cache, self.ranks) if cache is not None else None
+        self.active = True
         self.aside = None
         self.steps_per_epoch = None
         self._calls = 0  # steps taken, from the run's start
-        self._unjudged_warned = self._unpaid_warned = False
-        self._allowed = None  # the levels last allowed (host tuple)
+        self._unjudged_warned = False
         self._shared_level, self._share_until = 0, 0  # the level whose cache fill the ranks share, until this call
         self._level = 0  # the host mirror of the schedule's frozen level
         self._read = (0, 0)  # (calls, updates) when the schedule's updates were last read
@@ -163,7 +164,11 @@ class FrozenLevelRoute:
         self._schedule_logged = 0  # the schedule's decisions logged so far
         self.decision = schedule.decision_cell()  # the schedule's decision, taken here (None: it takes none)
         self._decides_after = None  # the update count after which the route takes the next decision (first call on)
-        self._paying_said = ()  # the paying levels the last payback decision recorded
+
+    @property
+    def caching(self):
+        """Whether the route has the cache on and not dropped (it serves, or may start)."""
+        return self.cache is not None if self.state is None else self.state.caching
 
     @property
     def required(self):
@@ -171,37 +176,48 @@ class FrozenLevelRoute:
         return self.caching
 
     def cells(self):
-        """Every step the route may run, and the ledger (for the train cell's Cell tree)."""
-        parts = [self.log] + [part for part in (self.ledger, self.decision) if part is not None]
+        """Every step the route may run, the ledger, the decision log and the policy's record (for the train cell's
+        Cell tree: a checkpoint holds them)."""
+        parts = [self.log, self.record] + [part for part in (self.ledger, self.decision) if part is not None]
         return [*self.uncached.values(), *self.cached.values(), *parts]
 
     def fit_run(self, steps_per_epoch):
         """The run's steps (train-cell calls) per epoch, which the cache's rules need."""
         self.steps_per_epoch = int(steps_per_epoch)
 
-    def drop_cache(self, why):
-        """Stop caching for the rest of the run (the cached outputs are dropped, their memory given back) and take
-        the steps on the batch, with one ``BoostConfigWarning`` that says ``why`` (naming the key), attributed to
-        the user's line."""
-        if self.caching:
-            self.caching, self.aside = False, why
-            self.cache.clear()
-            warn_user(why)
-            self.decide("cache", "cache: drop", why)
-
     def step_aside(self, why):
         """Stop taking steps for the rest of the run (the cell's own step takes them, with the levels it compiles
         without the host), with one ``BoostConfigWarning`` that says ``why``."""
         if self.active:
-            if self.caching:
-                self.drop_cache(why)
-            else:
-                self.aside = why
-                warn_user(why)
-            self.decide("route", "stepped aside", why)
-            if self.payback:
-                self.schedule.allow(self.schedule.one_level())
+            self._ask(Observation(self.schedule.applied_updates(), self._level, aside=why))
             self.active = False
+
+    def _start(self):
+        """The policy's state at the run's first call: a new run's, with a checkpoint's record where one was loaded
+        (an interrupted run's decisions go on)."""
+        state = self.policy.init(self.schedule.plan, self.steps_per_epoch)
+        stored = self.record.read()
+        self.state = state if stored is None else state.resumed(stored)
+        if self.state.cache == "dropped" and self.cache is not None:
+            self.cache.clear()
+
+    def _ask(self, observation):
+        """Ask the policy about ``observation`` and apply its answer: the levels allowed written into the schedule's
+        graph where they changed, the cache's rows given back where it dropped, each decision logged (and warned
+        where it leaves a feature out)."""
+        if self.state is None:
+            self._start()
+        before = self.state
+        self.state, decisions = self.policy.update(before, observation)
+        if self.state.allowed != before.allowed:
+            self.schedule.allow([k in self.state.allowed for k in range(self.schedule.plan.groups)])
+        if before.caching and not self.state.caching:
+            self.cache.clear()
+        for decision in decisions:
+            self.log.add(decision)
+            if decision.warned:
+                self.aside = decision.reason
+                warn_user(decision.reason)
 
     def before_step(self, cell):
         """Nothing before a step."""
@@ -217,9 +233,8 @@ class FrozenLevelRoute:
             if self.ledger is not None:
                 self.ledger.load()
             self.log.load()
-            if any(decision.part == "payback" for decision in self.log.records):  # resumed: what it last allowed
-                self._paying_said = tuple(k for k in self.schedule.allowed_levels()
-                                          if k > self.schedule.frozen_for_good())
+            if self.state is None:
+                self._start()
             if self.decision is not None:
                 self._decides_after = self.schedule.decides_after(self.schedule.applied_updates())
         level = self._frozen_level()
@@ -232,13 +247,14 @@ class FrozenLevelRoute:
             if not self.judge.probing:
                 self.ledger.record_repeats(self.judge.repeats)
             if why is not None:
-                self.drop_cache(why)
+                self._ask(Observation(self.schedule.applied_updates(), level, verdict=why))
             self.ledger.restart()  # the probe serves the cache, not the step: timed as neither
         if self.ledger is not None and (self._calls - 1) % self.cadence == 0:
-            self.ledger.sync()  # what a checkpoint holds: every figure up to this weighing
-            self.log.sync()
             self._weigh(level)
-        if level == 0 or not (self.caching and self.judge.started):
+            self.ledger.sync()  # what a checkpoint holds: every figure this weighing used, and what it decided
+            self.log.sync()
+            self._sync_record()
+        if level == 0 or not self.state.serving:
             outputs = self.uncached[level](*inputs)[0]
             self._decide_if_due()
             return outputs
@@ -279,7 +295,7 @@ class FrozenLevelRoute:
         self._read = (self._calls, updates)
         if updates < self._decides_after:
             return
-        if updates == self._decides_after and (self._allowed is None or max(self._allowed) > self._level):
+        if updates == self._decides_after and max(self.state.allowed) > self._level:
             self.decision()
             self._level_changes_at = updates  # the decision may have frozen more: read the level next call
         self._decides_after = self.schedule.decides_after(updates)
@@ -303,10 +319,12 @@ class FrozenLevelRoute:
             self._level_changes_at = self.schedule.level_changes_at(updates)
         return self._level
 
-    def decide(self, part, action, reason, figures=()):
-        """Record a decision of ``part`` (``Decision``), made now, and log it once."""
-        self.log.add(Decision(self.schedule.applied_updates(), part, action, reason, tuple(figures),
-                              self.schedule.plan.total_steps))
+    def _sync_record(self):
+        """Write the policy's state record to its Parameter, where it changed since the last write."""
+        record = self.state.to_dict()
+        if record != self._recorded:
+            self.record.write(record)
+            self._recorded = record
 
     def _log_schedule(self):
         """Log the schedule's decisions made since the last that was logged (rendered from its Parameters)."""
@@ -384,70 +402,14 @@ class FrozenLevelRoute:
         return np.where(total[1] == self.ranks, total[0] / self.ranks, -1.0).astype(np.float32)
 
     def _weigh(self, level):
-        """Allow the schedule the levels that pay in the steps left, and weigh the cache's payback while it is
-        undecided (see the class docstring)."""
-        judging = self.caching and self.judge.pending(level)
+        """Ask the policy with the ledger's costs (data-parallel, every rank's mean), where it weighs anything: the
+        levels (payback), or the cache while it is undecided."""
+        judging = self.policy.cache == "auto" and self.state.cache in ("undecided", "waiting", "filling") and level > 0
         if not (self.payback or judging):
             return
-        updates = self.schedule.applied_updates()
-        steps_left = max(0, self.schedule.plan.total_steps - updates) * self.accumulation
         costs = self.ledger.costs(self._summary(), self.shares)
-        if self.payback:
-            self._allow(costs, level, steps_left, updates)
-        if judging:
-            allowed = self._allowed if self._allowed is not None else self.schedule.allowed_levels()
-            deeper = max(allowed) if max(allowed) > level else None
-            why = self.judge.weigh(costs, level, steps_left, self.steps_per_epoch, deeper=deeper)
-            if why is not None:
-                self.drop_cache(why)
-
-    def _allow(self, costs, level, steps_left, updates):
-        """Allow the schedule the levels that pay in the steps left; warn once where none does."""
-        plan, levels = self.schedule.plan, len(self.shares)
-        paying = paying_levels(costs, level, steps_left)
-        allowed = tuple(k for k in range(levels) if k <= level or k in paying)
-        if allowed != self._allowed:
-            self.schedule.allow([k in allowed for k in range(levels)])
-            self._allowed = allowed
-        if paying != tuple(k for k in self._paying_said if k > level):  # not merely a level reached since
-            self._record_paying(costs, level, steps_left, paying)
-        self._paying_said = paying
-        if paying or level > 0 or self._unpaid_warned or 0 not in costs.step or not costs.compile:
-            return
-        if updates + plan.criterion.interval >= plan.first_frozen_update:
-            self._unpaid_warned = True
-            why = (f"Gradient freezing does not pay in this run ('grad_freeze.payback'): at update {updates} of "
-                   f"{plan.total_steps}, a step costs {costs.step[0] * 1e3:.1f} ms and a frozen level's compile "
-                   f"about {compile_estimate(costs, level + 1):.2f} s, so no level's saving over the {steps_left} "
-                   "steps left repays its compile. The run trains every group, as O0 does, while that holds; set "
-                   "'grad_freeze.payback' to false to freeze regardless.")
-            warn_user(why)
-            self.decide("payback", "no level pays", why, self._payback_figures(costs, level, level + 1, steps_left))
-
-    def _record_paying(self, costs, level, steps_left, paying):
-        """Record that the levels that pay changed (``paying``, above ``level``), with the deepest one's figures."""
-        if paying:
-            deepest = max(paying)
-            gain = steps_left * (expected_saving(costs, deepest) - expected_saving(costs, level))
-            action = f"allowed level{'s' if len(paying) > 1 else ''} {', '.join(map(str, paying))}"
-            reason = (f"level {deepest} pays: {steps_left} steps left x its saving a step = {gain:.2f} s > its "
-                      f"compile, about {compile_estimate(costs, deepest):.2f} s")
-        else:
-            action, deepest = "allowed no deeper level", level + 1
-            reason = f"no level above {level} repays its compile in the {steps_left} steps left"
-        self.decide("payback", action, reason, self._payback_figures(costs, level, deepest, steps_left))
-
-    @staticmethod
-    def _payback_figures(costs, level, deeper, steps_left):
-        """The figures payback weighs ``deeper`` by, from ``level``: the full step, the saving, the compile."""
-        figures = [Figure("full step", costs.step[0] * 1e3, "ms"),
-                   Figure("steps left", steps_left, "steps", "the run's length")]
-        saving = expected_saving(costs, deeper) - expected_saving(costs, level)
-        figures.append(Figure(f"level {deeper}'s saving a step", saving * 1e3, "ms", saving_source(costs, deeper)))
-        compile_seconds = compile_estimate(costs, deeper)
-        if compile_seconds is not None:
-            figures.append(Figure(f"level {deeper}'s compile", compile_seconds, "s", compile_source(costs, deeper)))
-        return figures
+        repeats = None if self.judge is None else self.judge.repeats
+        self._ask(Observation(self.schedule.applied_updates(), level, costs, repeats))
 
     def _judge(self, level, rows, new_level, repeated):
         """Drop the cache where it cannot pay (see the class docstring)."""
@@ -462,7 +424,7 @@ class FrozenLevelRoute:
         why = self.judge.after_step(self._calls - 1, level, rows, new_level, repeated, self.steps_per_epoch,
                                     self._reduce)
         if why is not None:
-            self.drop_cache(why)
+            self._ask(Observation(self.schedule.applied_updates(), level, verdict=why))
 
     def _reduce(self, counts):
         """``counts`` (numbers) summed over the ranks, as a numpy array."""

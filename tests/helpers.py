@@ -627,7 +627,7 @@ def clocked_run(cell, batches, step_seconds, compile_seconds, clock=None, seen=(
         for inputs in batches:
             level = cell.train_step.current_index()
             cell(*inputs)
-            cached = "cached" in step_seconds and level > 0 and route.caching and route.judge.started
+            cached = "cached" in step_seconds and level > 0 and route.state.serving
             trace.append("cached" if cached else level)
             clock.now += step_seconds[trace[-1]] + (0.0 if level in seen else compile_seconds)
             seen.add(level)

@@ -73,7 +73,7 @@ def test_the_cache_judges_its_payback(mode, case):
     seconds, compile_seconds, warning, serving = CASES[case]
     net, cell = staged_cell()
     route = cell.level_route
-    assert route.judge.payback and route.cache is not None and not route.judge.started
+    assert route.policy.cache == "auto" and route.cache is not None and route.state is None
     cell.fit_to_run(steps_per_epoch=STEPS)
     trace, caught = clocked_run(cell, shuffled_epochs(EPOCHS), seconds, compile_seconds)
     messages = [str(w.message) for w in caught]
@@ -202,7 +202,7 @@ def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_
     first.fit_to_run(steps_per_epoch=STEPS)
     first_trace, _ = clocked_run(first, batches[:stop], FAST, 1.0)
     assert first_trace == trace[:stop] and first_trace[-1] == "cached"
-    assert first.level_route.judge.compared
+    assert first.level_route.state.cache == "kept"
     path = str(tmp_path / "cache.ckpt")
     ms.save_checkpoint(first, path)
     net, resumed = staged_cell()
@@ -210,7 +210,7 @@ def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_
     assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
     resumed_trace, caught = clocked_run(resumed, batches[stop:], FAST, 1.0, seen={0, 1})
     assert resumed_trace == ["cached"] * (len(batches) - stop) and caught == []
-    assert resumed.level_route.judge.compared
+    assert resumed.level_route.state.cache == "kept"
     for got, want in zip(net.trainable_params(), whole_net.trainable_params()):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-6, atol=1e-7)
 

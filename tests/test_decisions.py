@@ -1,15 +1,18 @@
 """The decision records: every freezing decision that changes anything is one ``Decision`` (what, when, why, from
 which figures, each marked measured, config, estimate or prior), listed by the train cell's ``decisions``, logged
 once, and held by a checkpoint. Driven with clocks and costs the tests set, each decision both ways."""
+import dataclasses
+import json
 import logging
 
 import mindspore as ms
 import numpy as np
 import pytest
 
-from boost_cells.freezing.cache_judge import CacheJudge
 from boost_cells.freezing.decisions import Decision, DecisionLog, Figure
 from boost_cells.freezing.payback import Costs, layer_shares
+from boost_cells.freezing.plan import FreezePlan, auto_criterion
+from boost_cells.freezing.policy import FreezingPolicy, Observation
 from tests.helpers import STEP_SECONDS, STEPS, SetClock, clocked_run, data, payback_cell
 
 
@@ -86,14 +89,15 @@ def test_a_resumed_run_lists_what_the_interrupted_one_decided(graph_mode, tmp_pa
     assert lines(resumed.decisions) == lines(whole.decisions)
 
 
-class Ranks:
-    """No cache rows are read by ``CacheJudge.weigh``; a stand-in for the cache."""
+def cache_policy():
+    """The policy over 3 levels with payback and the cache on "auto", an epoch of 12 steps, 40 updates in the run."""
+    policy = FreezingPolicy(3, payback=True, cache="auto")
+    return policy, policy.init(FreezePlan("auto", 3, 40, criterion=auto_criterion(40, 0.05, 0.1, 0.4)), steps_per_epoch=12)
 
 
-def judge_with(records):
-    judge = CacheJudge(Ranks(), payback=True, record=lambda *decision: records.append(decision))
-    judge.repeats = True  # the probe's verdict: the samples repeat
-    return judge
+def ask(policy, state, costs, level, steps_left):
+    """The policy's answer at ``steps_left`` steps left of 40, the samples repeating (the probe's verdict)."""
+    return policy.update(state, Observation(40 - steps_left, level, costs, repeats=True))
 
 
 # Level 1 measured: 1.0 s a full step, 0.7 s frozen; 2 s compiles; the cache at level 1 would save 0.15 s a step (the
@@ -102,35 +106,56 @@ COSTS = Costs(step={0: 1.0, 1: 0.7}, compile={0: 2.0, 1: 1.0}, shares=layer_shar
 
 
 def test_a_wait_for_a_deeper_level_has_a_deadline():
-    """At level 1 the fill does not pay in 30 steps (18 x 0.15 s < 4 s), but at level 2 it would while more than
-    12 + 4 / 0.3 = 25.3 steps are left: the cache waits, recording its deadline once; if level 2 comes in time it
-    fills there (recorded); if not, at the deadline it steps aside, saying that it waited and why."""
-    records = []
-    judge = judge_with(records)
-    assert judge.weigh(COSTS, 1, 30, 12, deeper=2) is None
-    assert judge.weigh(COSTS, 1, 28, 12, deeper=2) is None
-    assert [action for _, action, _, _ in records] == ["cache: wait"]
-    assert "until 25 steps are left" in records[0][2]
-    measured = Costs(step={0: 1.0, 1: 0.7, 2: 0.4}, compile=COSTS.compile, shares=COSTS.shares)
-    assert judge.weigh(measured, 2, 27, 12) is None and judge.started
-    assert records[-1][1] == "cache: fill"
-    late = judge_with([])
-    assert late.weigh(COSTS, 1, 30, 12, deeper=2) is None
-    why = late.weigh(COSTS, 1, 25, 12, deeper=2)
-    assert "waited at frozen level 1" in why and "level 2 did not come" in why and not late.started
+    """At level 1 the fill does not pay in 30 steps (18 x 0.15 s < 4 s), but at level 2, which payback allows (30
+    steps x 0.3 s > 2 s), it would while more than 12 + 4 / 0.3 = 25.3 steps are left: the cache waits, recording its
+    deadline once; if level 2 comes in time it fills there (recorded); if not, at the deadline it drops, saying that
+    it waited and why, with a warning."""
+    policy, state = cache_policy()
+    state, decisions = ask(policy, state, COSTS, 1, 30)
+    assert state.allowed == (0, 1, 2) and state.cache == "waiting"
+    assert [decision.action for decision in decisions] == ["allowed level 2", "cache: wait"]
+    assert "until 25 steps are left" in decisions[1].reason and decisions[1].update == 10
+    state, decisions = ask(policy, state, COSTS, 1, 28)
+    assert decisions == () and state.cache == "waiting"
+    measured = Costs(step={0: 1.0, 1: 0.7, 2: 0.4}, compile={0: 2.0, 1: 1.0, 2: 1.0}, shares=COSTS.shares)
+    filled, decisions = ask(policy, state, measured, 2, 27)
+    assert filled.serving and [decision.action for decision in decisions] == ["cache: fill"]
+    late, decisions = ask(policy, state, COSTS, 1, 25)
+    assert late.cache == "dropped" and [decision.action for decision in decisions] == ["cache: drop"]
+    assert "waited at frozen level 1" in decisions[0].reason and "level 2 did not come" in decisions[0].reason
+    assert decisions[0].warned
 
 
 def test_the_cache_keeps_its_steps_where_they_beat_the_batch_and_says_so():
     """After its fill the A/B: cached steps faster than the level's steps on the batch are kept (recorded, with both
-    measured steps); slower ones are the reason to step aside."""
+    measured steps); slower ones drop the cache, with a warning."""
     for cached, kept in ((0.2, True), (0.9, False)):
-        records = []
-        judge = judge_with(records)
-        judge.started = True
+        policy, state = cache_policy()
+        state = dataclasses.replace(state, cache="filling")
         costs = Costs(step={0: 1.0, 1: 0.7}, compile={0: 2.0}, shares=COSTS.shares, cached_step={1: cached})
-        why = judge.weigh(costs, 1, 100, 12)
-        assert (why is None) == kept and judge.compared
-        assert [action for _, action, _, _ in records] == (["cache: keep"] if kept else [])
+        state, decisions = policy.update(state, Observation(0, 1, costs, repeats=True))
+        cache = [decision for decision in decisions if decision.part == "cache"]
+        assert state.cache == ("kept" if kept else "dropped")
+        assert [(decision.action, decision.warned) for decision in cache] == [
+            ("cache: keep", False) if kept else ("cache: drop", True)]
+
+
+def test_the_policy_is_pure_and_its_record_resumes_it():
+    """``update`` leaves the state it was given as it was, and the same state and observation give the same answer;
+    the record a checkpoint holds (``to_dict``, through JSON) resumes the decided fields into a new run's state, a
+    cache that served being weighed again (its rows are not checkpointed)."""
+    policy, start = cache_policy()
+    state, decisions = ask(policy, start, COSTS, 1, 30)
+    assert start == cache_policy()[1] and ask(policy, start, COSTS, 1, 30) == (state, decisions)
+    record = json.loads(json.dumps(state.to_dict()))
+    resumed = cache_policy()[1].resumed(record)
+    assert resumed == state
+    served = cache_policy()[1].resumed({**record, "cache": "kept"})
+    assert served.cache == "undecided" and served.waited == (1,)
+    aside, decisions = policy.update(state, Observation(12, 1, aside="no host between steps"))
+    assert aside.allowed == (2,) and aside.cache == "dropped"
+    assert [(decision.action, decision.warned) for decision in decisions] == [("cache: drop", True),
+                                                                             ("stepped aside", False)]
 
 
 def test_a_decision_reads_as_one_line_and_round_trips():

@@ -6,9 +6,10 @@ The trainable parameters are cut front to back into nested suffixes, the train g
 a run; a schedule (``schedules``: a sequence drawn in advance, or the automatic schedule that freezes converged front
 groups for good) follows it inside the graph and says from which group each step trains; ``switch`` takes that step
 in the graph and advances the schedule by the updates it applied. Once groups are frozen for good, the frozen
-prefix's outputs can be cached (``prefix_cache``), so its forward pass is skipped too, where it pays
-(``cache_judge``). What the run measures decides how deep it freezes and whether the cache fills (``ledger``,
-``payback``). ``sequences`` holds the freezing types and the rules of the sequences drawn in advance.
+prefix's outputs can be cached (``prefix_cache``), so its forward pass is skipped too. What the run measures
+(``ledger``; the cache's own rules, ``cache_judge``) decides, by ``payback``'s rules, how deep it freezes and whether
+the cache fills: one host-side policy decides both (``policy``), and each decision is a record a person reads
+(``decisions``). ``sequences`` holds the freezing types and the rules of the sequences drawn in advance.
 """
 from .groups import GradientFreeze, freeze_optimizer, split_layers
 from .plan import AutoCriterion, FreezePlan, auto_criterion, run_updates

@@ -19,7 +19,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn
 from mindspore.common import dtype as mstype
 
-__all__ = ["Decision", "DecisionLog", "Figure", "schedule_decisions"]
+__all__ = ["Decision", "DecisionLog", "Figure", "JsonParameter", "schedule_decisions"]
 
 LOG = logging.getLogger("boost_cells.decisions")
 
@@ -59,6 +59,8 @@ class Decision:
         reason (str): why, in words.
         figures (tuple of Figure): the figures it used.
         total (int): the run's updates, as the plan has them (0: unknown).
+        warned (bool): whether it was also given as a ``BoostConfigWarning``: it leaves out a feature the config
+            switched on (no level pays, the cache dropped, the route stepped aside).
     """
 
     update: int
@@ -67,6 +69,7 @@ class Decision:
     reason: str
     figures: tuple = ()
     total: int = 0
+    warned: bool = False
 
     def line(self):
         """The decision as one log line: ``update 131 of 528: froze level 2: <reason>; <figures>``."""
@@ -127,7 +130,41 @@ def _span(level):
     return "0" if level == 1 else f"0-{level - 1}"
 
 
-class DecisionLog(nn.Cell):
+class JsonParameter(nn.Cell):
+    """Plain data (JSON) held for a checkpoint as UTF-8 in a byte Parameter: what the host decided, which a
+    checkpoint must carry but no graph reads.
+
+    Args:
+        name (str): the Parameter's name. capacity (int): its bytes.
+
+    Parameters (state, checkpointed):
+        <name> (uint8, (capacity,)): the data as UTF-8 JSON, zero padded (``write``).
+    """
+
+    def __init__(self, name, capacity):
+        super().__init__(auto_prefix=False)
+        self.capacity = int(capacity)
+        self.stored = Parameter(Tensor(np.zeros(self.capacity, np.uint8)), name=name, requires_grad=False)
+
+    def read(self):
+        """The data last written (a checkpoint's), or None where nothing was."""
+        data = bytes(self.stored.asnumpy()).rstrip(b"\0")
+        return json.loads(data) if data else None
+
+    def encoded(self, data):
+        """``data`` as the bytes ``write`` stores, or None where they exceed the capacity."""
+        encoded = json.dumps(data).encode()
+        return encoded if len(encoded) <= self.capacity else None
+
+    def write(self, data):
+        """Hold ``data`` (JSON-able; at most ``capacity`` bytes encoded, else ValueError)."""
+        encoded = self.encoded(data)
+        if encoded is None:
+            raise ValueError(f"For '{type(self).__name__}', the data must fit {self.capacity} bytes as JSON.")
+        self.stored.set_data(Tensor(np.frombuffer(encoded.ljust(self.capacity, b"\0"), np.uint8), mstype.uint8))
+
+
+class DecisionLog(JsonParameter):
     """The host's decisions of a run (payback's and the cache's), kept in order, logged once each (INFO, the logger
     ``boost_cells.decisions``), and held for a checkpoint.
 
@@ -139,10 +176,7 @@ class DecisionLog(nn.Cell):
     """
 
     def __init__(self, capacity=16384):
-        super().__init__(auto_prefix=False)
-        self.capacity = int(capacity)
-        self.stored = Parameter(Tensor(np.zeros(self.capacity, np.uint8)), name="grad_freeze.decision_log",
-                                requires_grad=False)
+        super().__init__("grad_freeze.decision_log", capacity)
         self._records = None  # the decisions, read from the Parameter at first use (a checkpoint loaded before)
         self._synced = 0  # records written to the Parameter so far
 
@@ -160,8 +194,7 @@ class DecisionLog(nn.Cell):
 
     def load(self):
         """The decisions a checkpoint held (an interrupted run's), read back before this run's first step."""
-        data = bytes(self.stored.asnumpy()).rstrip(b"\0")
-        self._records = [Decision.from_dict(item) for item in json.loads(data)] if data else []
+        self._records = [Decision.from_dict(item) for item in self.read() or []]
         self._synced = len(self._records)
 
     def sync(self):
@@ -169,9 +202,7 @@ class DecisionLog(nn.Cell):
         if self._synced == len(self.records):
             return
         records = [decision.to_dict() for decision in self.records]
-        data = json.dumps(records).encode()
-        while len(data) > self.capacity and records:
+        while records and self.encoded(records) is None:
             records = records[1:]
-            data = json.dumps(records).encode()
-        self.stored.set_data(Tensor(np.frombuffer(data.ljust(self.capacity, b"\0"), np.uint8), mstype.uint8))
+        self.write(records)
         self._synced = len(self.records)
