@@ -69,24 +69,28 @@ def test_the_prior_on_a_launch_bound_shape_is_said_to_be_a_prior(graph_mode):
 
 
 @pytest.mark.slow  # a clocked run and its resumed half
-def test_a_resumed_run_lists_what_the_interrupted_one_decided(graph_mode, tmp_path):
+@pytest.mark.parametrize("compile_seconds", [1.0, 100.0])
+def test_a_resumed_run_lists_what_the_interrupted_one_decided(graph_mode, tmp_path, compile_seconds):
     """The checkpoint holds the decisions (the schedule's in its Parameters, the route's as JSON in
-    ``grad_freeze.decision_log``): a cell loaded from it lists the interrupted run's decisions before its first step,
-    and the resumed run ends with the uninterrupted run's decisions."""
+    ``grad_freeze.decision_log``) and the policy's state (``grad_freeze.policy_state``): a cell loaded from it lists
+    the interrupted run's decisions before its first step, and the resumed run ends with the uninterrupted run's
+    decisions, none made twice: where levels pay, and where none does (said once, by the interrupted run)."""
     batches = [data(step) for step in range(STEPS)]
     _, whole = payback_cell()
-    clocked_run(whole, batches, STEP_SECONDS, 1.0)
+    clocked_run(whole, batches, STEP_SECONDS, compile_seconds)
     _, first = payback_cell()
     clock = SetClock()
-    first_trace, _ = clocked_run(first, batches[:12], STEP_SECONDS, 1.0, clock)
+    first_trace, _ = clocked_run(first, batches[:12], STEP_SECONDS, compile_seconds, clock)
     path = str(tmp_path / "decisions.ckpt")
     ms.save_checkpoint(first, path)
     assert "grad_freeze.decision_log" in ms.load_checkpoint(path)
     _, resumed = payback_cell()
     assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
-    assert lines(resumed.decisions) == lines(first.decisions) and len(first.decisions) >= 2
-    clocked_run(resumed, batches[12:], STEP_SECONDS, 1.0, clock, seen=set(first_trace))
+    assert lines(resumed.decisions) == lines(first.decisions) and first.decisions
+    _, warned = clocked_run(resumed, batches[12:], STEP_SECONDS, compile_seconds, clock, seen=set(first_trace))
     assert lines(resumed.decisions) == lines(whole.decisions)
+    assert "grad_freeze.policy_state" in ms.load_checkpoint(path) and warned == []
+    assert ("no level pays" in [decision.action for decision in first.decisions]) == (compile_seconds == 100.0)
 
 
 def cache_policy():
