@@ -87,9 +87,9 @@ def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):
 # call's update is the first that may freeze to a level that pays.
 ALLOWED_FROM = CostLedger.MIN_TIMED + 2
 CASES = {
-    # about 185 steps left when the front settles: level 1's prior gain is about 20 s, level 2's 41 s
+    # about 185 steps left when the front settles: level 1's prior gain is about 10 s, level 2's 20 s
     "group_by_group": (1.0, (1, 2), None),  # the front segment after update 9, the middle after 17
-    "one_level": (30.0, (2,), None),
+    "one_level": (15.0, (2,), None),
     "none": (100.0, (), "does not pay"),
 }
 

@@ -15,9 +15,12 @@ second.
   scaled from the deepest level measured by the share of the network's layers before ``k`` (``shares``), at most
   the full step times that share (a level that measured more than its share, on a noisy machine, would otherwise
   make a deeper level save more than the whole step); before any
-  frozen level was measured, ``PRIOR_SAVING`` of the full step per share: a frozen prefix skips its weights'
-  gradients, at least a third of its forward and backward work (the weight-gradient products, one of three products
-  per layer), so the estimate is low and a level compiles only where it surely pays. Then its measurement takes over.
+  frozen level was measured, ``PRIOR_SAVING`` of the full step per share. A frozen prefix skips its weights'
+  gradients, a third of its forward and backward work (the weight-gradient products, one of three products per
+  layer), but the full step is a wall time that holds launches and data loading too, which freezing does not save:
+  where launches take most of a step, a level measured here saved a fifth of the full step per share (the
+  launch-bound ResNet, 18 ms a step), where a compute-bound step saved more than a third. So the prior is a sixth,
+  below the least measured, and a level compiles on it only where it surely pays; then its measurement takes over.
 - ``compile(k)``: 0 once level ``k`` has compiled (paid; a resumed run counts it paid too, so it decides as the
   uninterrupted one did). Before, the run's first compile (the full step's, the largest graph of the run): a frozen
   level's step is a smaller graph, so the estimate is again on the safe side.
@@ -40,7 +43,7 @@ __all__ = ["Costs", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving
            "compile_estimate", "compile_source", "expected_saving", "largest_compile", "layer_shares", "paying_levels",
            "saving_source"]
 
-PRIOR_SAVING = 1 / 3  # the least share of a prefix's step time that freezing it saves (its weight gradients)
+PRIOR_SAVING = 1 / 6  # below the least share of the full step per share of layers a frozen level measured saving
 FORWARD_SHARE = 1 / 2  # a prefix's forward pass against its backward pass (one product a layer against two)
 
 
@@ -101,7 +104,7 @@ def saving_source(costs, level):
     measured = [k for k in costs.step if k > 0 and costs.shares[k] > 0]
     if measured:
         return f"estimate: level {max(measured)}'s measured saving, scaled by the layers' shares"
-    return "prior: PRIOR_SAVING, a third of the full step a share of layers"
+    return "prior: PRIOR_SAVING, a sixth of the full step a share of layers"
 
 
 def compile_source(costs, level):
