@@ -295,13 +295,6 @@ def _cache_lines(plan):
             "the cache out there, with a warning; freezing stays)."]
 
 
-def _may_cache(plan):
-    """Whether the frozen-prefix cache can serve steps under this config: asked for, under a schedule that freezes
-    groups for good (the automatic one for "auto")."""
-    asked, freeze = plan.section["cache_frozen_prefix"], plan.freeze
-    return bool(asked) and freeze.freezes_for_good and (asked is True or freeze.kind == "auto")
-
-
 def _freezing_lines(plan, workers):
     freeze = plan.freeze
     head, *when = _schedule_lines(plan)
@@ -314,7 +307,7 @@ def _freezing_lines(plan, workers):
     if plan.run is not None and plan.length != plan.updates and freeze.depends_on_run:
         lines.append(f"  in this run of {_plural(plan.updates, 'update')}: {run_differs(freeze, plan.updates)}")
     cache = _cache_lines(plan)
-    if workers is not None and workers > 1 and _may_cache(plan):
+    if workers is not None and workers > 1 and plan.freeze.may_cache:
         cache.append(f"  data-parallel ({workers} workers): over the epoch from the cache's first step at each frozen "
                      "level, the ranks share the outputs their caches compute (AllGathers on each step of it), so "
                      "each rank's cache holds every rank's samples after that epoch, in at most cache_max_mb of host "
@@ -335,7 +328,7 @@ def _break_even_lines(plan):
         return []
     left = (plan.updates - first + 1) * plan.accumulation  # steps, as the route counts them (micro-steps)
     fill = plan.run.steps_per_epoch
-    cache = _may_cache(plan)
+    cache = plan.freeze.may_cache
     lines = [f"  break-even: at the first decision, {plan.at(first)}, {_plural(left, 'step')} are left; a frozen "
              "level repays its compile where it saves more a step than the compile over them (payback's rule: steps "
              "left x saving > compile)" + ("; the cache, two compiles over the steps left after an epoch's fill:"
@@ -450,9 +443,7 @@ def _adasum_compiles(plan):
     frozen-prefix cache's route), or every level's at the first step (the freezing switch)."""
     if not plan.config.enabled("grad_freeze") or not plan.freeze.freezes:
         return "its one step graph compiles at the first step."
-    cache = plan.section["cache_frozen_prefix"]
-    route = cache is True or plan.freeze.payback or (cache == "auto" and plan.freeze.kind == "auto")
-    if route and plan.freeze.freezes_for_good:
+    if plan.freeze.host_route:
         return ("its step graphs compile as the steps that use them first run: the full step's at the first step, a "
                 "frozen level's when the schedule first reaches it, so a run compiles one per level it reaches "
                 "(with payback, only the levels that repay their compile).")
@@ -640,7 +631,7 @@ def _freezing_summary(plan):
         return what + f" never starts in this run of {_plural(plan.updates, 'update')} (it would at update {first})"
     where = plan.at(first) + ("" if plan.run is not None else f" of total_steps {plan.length}")
     cache = ""
-    if _may_cache(plan):
+    if plan.freeze.may_cache:
         cache = ", frozen-prefix cache on" if plan.section["cache_frozen_prefix"] is True else \
             ", frozen-prefix cache where it pays"
     return what + f" can start at {where}{cache}"

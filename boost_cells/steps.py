@@ -205,7 +205,7 @@ def build_step(network, optimizer, config, info, *, who, own_construct=True, sen
     route = None
     cache = _cache_applies(config, network, optimizer, schedule, who, own_construct)
     payback = _payback_applies(schedule, who, own_construct)
-    if cache or payback:
+    if cache or payback:  # schedule.plan.host_route, less what this network and cell exclude
         judge_cache = cache and config.section("grad_freeze")["cache_frozen_prefix"] == "auto"
         route = _level_route(network, optimizer, config, info, update, schedule, steps, make_step, cache, payback,
                              judge_cache)
@@ -246,8 +246,7 @@ def _cache_applies(config, network, optimizer, schedule, who, own_construct):
     asks."""
     section = config.section("grad_freeze")
     if section["cache_frozen_prefix"] == "auto":
-        if not (own_construct and schedule.plan.kind == "auto" and schedule.frozen_levels
-                and not config.enabled("dim_reduce")):
+        if not (own_construct and schedule.plan.may_cache and not config.enabled("dim_reduce")):
             return False
         try:
             _stage_starts(staged_network(network), optimizer)

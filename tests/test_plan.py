@@ -105,3 +105,22 @@ def test_the_plan_follows_the_rules_of_the_sequences():
     paid = FreezePlan.from_section(dict(section, freeze_type="auto", payback=True))
     assert paid.trained_from == (0, 3) and paid.frozen_levels == (1, 2, 3) and paid.payback
     assert auto.train_from(40) is None and auto.for_run(1000).criterion.warmup == 300
+
+
+@pytest.mark.parametrize("freeze_type, cache, payback, route", [
+    ("auto", False, True, True), ("auto", False, False, False), ("auto", "auto", False, True),
+    ("auto", True, False, True), (2, "auto", False, False), (2, True, False, True), (0, True, False, False),
+    (1, False, False, False)])
+def test_the_plan_says_whether_the_levels_run_on_the_host(freeze_type, cache, payback, route):
+    """One answer to "is there a host route, or a cache?" (``host_route``, ``may_cache``), which the train cell builds
+    by and ``explain`` reads: payback under the automatic schedule, or a cache asked for under a schedule that
+    freezes groups for good ("auto": the automatic one alone). A cell built from the config without the cache has the
+    route exactly where the plan says (the MLP has no stages, so a cell cannot take the cache here)."""
+    section = {"param_groups": 3, "freeze_type": freeze_type, "freeze_p": 0.5, "total_steps": 100, "seed": 0,
+               "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4, "auto_head_ratio": 0.5,
+               "auto_loss_drop": 0.5, "payback": payback, "cache_frozen_prefix": cache}
+    plan = FreezePlan.from_section(section)
+    assert plan.host_route == route and plan.may_cache == (bool(cache) and route)
+    if not cache:
+        config = freeze_config(param_groups=3, freeze_type=freeze_type, total_steps=100, payback=payback)
+        assert (cell_for(config).level_route is not None) == route

@@ -202,6 +202,21 @@ class FreezePlan:
         """Whether front groups freeze for good (what the frozen-prefix cache needs)."""
         return bool(self.frozen_levels)
 
+    @property
+    def may_cache(self):
+        """Whether the frozen-prefix cache can serve steps under this plan: asked for (``cache_frozen_prefix``), under
+        a schedule that freezes groups for good, the automatic one for "auto". Whether it does in a cell is the
+        network's and the cell's to say too (its stages, its own ``construct``, no ``dim_reduce``: ``steps``)."""
+        asked = None if self.section is None else self.section["cache_frozen_prefix"]
+        return bool(asked) and self.freezes_for_good and (asked is True or self.kind == "auto")
+
+    @property
+    def host_route(self):
+        """Whether the frozen levels' steps are taken on the host, each compiled when first taken (the route): with
+        payback (more than one group), or where the cache may serve. The one answer ``steps`` builds the route by
+        and ``explain`` reads."""
+        return self.payback and self.groups > 1 or self.may_cache
+
     @functools.cached_property
     def stage_starts(self):
         """``((k, first update from group k on), ...)`` (1-based updates) for each level ``k >= 1`` a sequence walked
