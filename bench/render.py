@@ -6,8 +6,8 @@
 The page is the current results, not a log: one table a workload (level, baseline, speed-up with its rounds,
 accuracy and test loss change, seeds, machine balance, date), what was not measured, how to reproduce a row, and
 short method sections with no dated figure. A row is a comparison of a results file whose level the page names
-(``LEVELS``); where a workload, level and baseline were measured on several days, the latest day's rows stand and the
-older ones stay in their files and in git. Nobody edits the page by hand: ``tests/test_figures.py`` renders it and
+(``LEVELS``); where a workload, level and baseline were measured several times, the latest file's rows stand (by date,
+then by the time a file was written, where it records one) and the older ones stay in their files and in git. Nobody edits the page by hand: ``tests/test_figures.py`` renders it and
 fails when the committed page is stale.
 
 A user page quotes the same figures through a region the renderer owns, between ``<!-- results: NAME -->`` and
@@ -95,8 +95,8 @@ def _speed_up(figures):
 def rows(records):
     """``[(record, comparison, figures)]`` the page shows: comparisons of the ``LEVELS`` against a ``BASES`` arm,
     refusing a workload ``WORKLOADS`` does not describe (its rows would otherwise vanish from the page),
-    each (workload, workers, base, level)'s latest day only; in ``LEVELS``' order, then stand-alone first, then by
-    date and file."""
+    each (workload, workers, base, level)'s latest only (``_written``); in ``LEVELS``' order, then stand-alone first,
+    then by date and file."""
     unknown = sorted({record["workload"] for record in records} - set(WORKLOADS))
     if unknown:
         raise ValueError(f"results files of the workload(s) {', '.join(unknown)}, which bench/render.py's WORKLOADS "
@@ -106,13 +106,19 @@ def rows(records):
     latest = {}
     for record, comparison in shown:
         key = (record["workload"], record["workers"], comparison["base"], comparison["level"])
-        latest[key] = max(latest.get(key, ""), record["date"])
+        latest[key] = max(latest.get(key, ("", "")), _written(record))
     kept = [(record, comparison) for record, comparison in shown
-            if record["date"] == latest[(record["workload"], record["workers"], comparison["base"],
-                                         comparison["level"])]]
+            if _written(record) == latest[(record["workload"], record["workers"], comparison["base"],
+                                           comparison["level"])]]
     order = list(LEVELS)
     kept.sort(key=lambda row: (order.index(row[1]["level"]), row[0]["workers"], row[0]["date"]))  # stable: file order
     return [(record, comparison, results.summary(comparison)) for record, comparison in kept]
+
+
+def _written(record):
+    """When a file was written, as far as it says: ``(date, time)``, the time "" where it records none (so a day's
+    files without one stand together, and any with one stands above them)."""
+    return record["date"], record.get("time", "")
 
 
 def _level(record, comparison):

@@ -7,7 +7,8 @@ refuses to overwrite one).
 
 A file holds one run of one workload (``SCHEMA``'s fields):
 
-- ``benchmark``, ``command``, ``commit`` (``dirty`` when the work tree had changes), ``date`` (UTC, YYYY-MM-DD);
+- ``benchmark``, ``command``, ``commit`` (``dirty`` when the work tree had changes), ``date`` (UTC, YYYY-MM-DD) and
+  ``time`` (UTC, HH:MM:SS, when it was written; files written before it was recorded lack it);
 - ``machine``: CPU model, core count, MindSpore's version; and its balance, ``balance``: the base arm's median step
   before anything froze (``o0_step_ms``) and its first step, the compile (``first_compile_s``), medians over seeds;
 - ``workload``, ``epochs``, ``workers`` (1 stand-alone, else data-parallel under msrun);
@@ -118,13 +119,14 @@ def run_record(benchmark, command, root, workload, epochs, workers, rounds, base
     """The record of one run: ``rounds`` (``[{arm: measures}]``, round r trained with seed ``first_seed + r``) of
     ``base`` against each of ``arms`` (each arm's ``level`` is its name: the results page groups rows by it)."""
     commit_id, dirty = commit(root)
+    now = datetime.datetime.now(datetime.timezone.utc)
     comparisons = [{"base": base, "arm": arm, "level": arm,
                     "seeds": [seed_record(first_seed + index, measures[base], measures[arm])
                               for index, measures in enumerate(rounds)]} for arm in arms]
     balance = {key: _median(seed["balance"][key] for seed in comparisons[0]["seeds"]) if comparisons else None
                for key in ("o0_step_ms", "first_compile_s")}
     return {"schema": SCHEMA, "benchmark": benchmark, "command": command, "commit": commit_id, "dirty": dirty,
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "machine": machine(),
+            "date": now.strftime("%Y-%m-%d"), "time": now.strftime("%H:%M:%S"), "machine": machine(),
             "balance": balance, "workload": workload, "epochs": epochs, "workers": workers,
             "comparisons": comparisons}
 

@@ -71,6 +71,23 @@ def test_each_workload_level_shows_its_latest_day_only():
     assert "9.99x" in render.render([older])
 
 
+def test_a_day_with_a_file_that_records_its_time_shows_that_file_alone():
+    """Several runs of one workload and level on one day: the file written last stands (its ``time``), the files of
+    that day that record no time give way to it, and one written earlier that day gives way too."""
+    same_day = next(record for record in RECORDS if record["workload"] == "compute"
+                    and any(c["level"] == "O1" for c in record["comparisons"]))
+    later, earlier = copy.deepcopy(same_day), copy.deepcopy(same_day)
+    later["time"], earlier["time"] = "23:59:59", "00:00:01"
+    for record, ratio in ((later, 8.88), (earlier, 7.77)):
+        for comparison in record["comparisons"]:
+            comparison.get("reported", {})["ratio"] = ratio
+            for seed in comparison["seeds"]:
+                seed["ratio"] = ratio
+    page = render.render(RECORDS + [earlier, later])
+    assert "8.88x" in page and "7.77x" not in page
+    assert "7.77x" in render.render(RECORDS + [earlier])
+
+
 def test_a_workload_the_page_does_not_describe_is_refused_not_dropped():
     unknown = copy.deepcopy(RECORDS[0])
     unknown["workload"] = "gpt"
