@@ -216,8 +216,9 @@ class FrozenLevelRoute:
         for decision in decisions:
             self.log.add(decision)
             if decision.warned:
-                self.aside = decision.reason
                 warn_user(decision.reason)
+                if decision.part != "payback":  # the cache dropped, or the route set aside
+                    self.aside = decision.reason
 
     def before_step(self, cell):
         """Nothing before a step."""
