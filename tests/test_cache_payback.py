@@ -15,7 +15,8 @@ from mindspore import Tensor, nn
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell
 from boost_cells.freezing import GradientFreeze, freeze_optimizer
 from boost_cells.freezing.groups import stage_starts
-from boost_cells.freezing.payback import FORWARD_SHARE, Costs, cache_pays, cache_saving, layer_shares
+from boost_cells.freezing.payback import (FORWARD_SHARE, PRIOR_SAVING, Costs, cache_pays, cache_saving,
+                                         cache_saving_source, layer_shares)
 from tests.helpers import TanhMLP, auto_config, clocked_run, data, shuffled_epochs
 
 STEPS, EPOCHS = 4, 12  # an epoch's steps (shuffled_epochs' default), the run's epochs
@@ -32,6 +33,16 @@ def test_the_cache_fills_where_the_steps_after_an_epoch_repay_two_compiles():
     measured = Costs(step={0: 1.0, 1: 0.7}, compile={0: 1.0}, shares=SHARES, cached_step={1: 0.2})
     assert cache_saving(measured, 1) == pytest.approx(0.5) and cache_pays(measured, 1, 4 + 5, 4)
     assert not cache_pays(Costs(step={}, compile={}, shares=SHARES), 1, 10 ** 6, 4)  # nothing measured yet
+
+
+def test_the_caches_prior_saving_is_at_most_the_levels_own_step():
+    """A full step timed on a loaded machine (2.8 s) against a frozen step of 0.5 s: half the level's saving (1.15 s)
+    would be more than the whole step the cache serves; the prior stops at the step, and says so."""
+    costs = Costs(step={0: 2.8, 1: 0.5}, compile={0: 1.0}, shares=SHARES)
+    assert cache_saving(costs, 1) == pytest.approx(0.5)
+    assert cache_saving_source(costs, 1).endswith("(at most the level's own step)")
+    assert cache_saving(Costs(step={0: 2.8}, compile={0: 1.0}, shares=SHARES), 1) == pytest.approx(
+        FORWARD_SHARE * 2.8 * PRIOR_SAVING * SHARES[1])  # the level not yet measured: no bound from it
 
 
 def staged_cell(cache="auto", seed=0):

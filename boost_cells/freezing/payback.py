@@ -35,7 +35,9 @@ with ``fill_steps`` the steps before the samples come round again (an epoch's).
 
 ``cache_saving(k)``: measured once the cache has served a few whole steps (the level's step on the batch less its
 step on the cache); before, ``FORWARD_SHARE`` of what freezing level ``k`` saved, as measured (a prefix's forward
-pass is one product a layer where its backward pass, which freezing skipped, is two).
+pass is one product a layer where its backward pass, which freezing skipped, is two), and never more than level
+``k``'s own step, once measured (a step on a loaded machine can make the full step, and so the level's saving, look
+larger than it is).
 """
 import dataclasses
 
@@ -118,7 +120,8 @@ def cache_saving_source(costs, level):
     """Where ``cache_saving(costs, level)`` comes from, in words."""
     if level in costs.step and level in costs.cached_step:
         return "measured"
-    return f"prior: FORWARD_SHARE, half of the level's saving ({saving_source(costs, level)})"
+    bound = " (at most the level's own step)" if level in costs.step else ""
+    return f"prior: FORWARD_SHARE, half of the level's saving ({saving_source(costs, level)}){bound}"
 
 
 def largest_compile(costs):
@@ -152,11 +155,13 @@ def paying_levels(costs, current, steps_left):
 def cache_saving(costs, level):
     """Seconds a step at ``level`` on the cache's outputs saves against the same level's step on the batch: measured
     where both are, else ``FORWARD_SHARE`` of the level's saving (``expected_saving``); None before the full step was
-    measured."""
+    measured. The estimate is at most the level's own step, where measured: the cache cannot save more than it."""
     if level in costs.step and level in costs.cached_step:
         return costs.step[level] - costs.cached_step[level]
     saving = expected_saving(costs, level)
-    return None if saving is None else FORWARD_SHARE * saving
+    if saving is None:
+        return None
+    return min(FORWARD_SHARE * saving, costs.step.get(level, float("inf")))
 
 
 def cache_pays(costs, level, steps_left, fill_steps):
