@@ -311,7 +311,7 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
     levels = (0, *schedule.frozen_levels)
     uncached = {level: ScheduledStep(schedule, group_steps[level], decides=False) for level in levels}
     measured = payback or judge_cache
-    ledger = CostLedger(optimizer.groups_num) if measured else None
+    ledger = CostLedger(schedule.plan.groups) if measured else None
     shares = _layer_shares(optimizer) if measured else None
     accumulation = config.accumulation_steps
     if not cache:
