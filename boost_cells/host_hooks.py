@@ -219,6 +219,8 @@ class FrozenLevelRoute:
                 warn_user(decision.reason)
                 if decision.part != "payback":  # the cache dropped, or the route set aside
                     self.aside = decision.reason
+        self.log.sync()  # what a checkpoint holds: the decisions and the state they left, written where they changed
+        self._sync_record()
 
     def before_step(self, cell):
         """Nothing before a step."""
@@ -252,9 +254,7 @@ class FrozenLevelRoute:
             self.ledger.restart()  # the probe serves the cache, not the step: timed as neither
         if self.ledger is not None and (self._calls - 1) % self.cadence == 0:
             self._weigh(level)
-            self.ledger.sync()  # what a checkpoint holds: every figure this weighing used, and what it decided
-            self.log.sync()
-            self._sync_record()
+            self.ledger.sync()  # what a checkpoint holds: every figure this weighing used
         if level == 0 or not self.state.serving:
             outputs = self.uncached[level](*inputs)[0]
             self._decide_if_due()

@@ -25,7 +25,8 @@ def lines(decisions):
 def test_payback_and_the_schedule_say_what_they_decided(graph_mode, compile_seconds, caplog):
     """Where compiles are cheap, payback allows both levels (from the prior, and says so) and the schedule records
     each freeze at the update it froze, with each segment's displacement and the threshold from the config; where no
-    level repays its compile, one record says so with the measured step. Each decision is logged once."""
+    level repays its compile, one record says so with the measured step. Each decision is logged once, and the
+    monitor's features carry the deepest level allowed."""
     _, cell = payback_cell()
     batches = [data(step) for step in range(STEPS)]
     with caplog.at_level(logging.INFO, logger="boost_cells.decisions"):
@@ -33,6 +34,9 @@ def test_payback_and_the_schedule_say_what_they_decided(graph_mode, compile_seco
     decisions = cell.decisions
     assert [decision.update for decision in decisions] == sorted(decision.update for decision in decisions)
     logged = [record.getMessage() for record in caplog.records]
+    features = {name: value for _, part in cell.cells_and_names() if hasattr(part, "monitor_state")
+                for name, value in part.monitor_state().items()}
+    assert features["freeze_allowed"] == (2 if compile_seconds == 1.0 else 0)  # what BoostMonitor records
     if compile_seconds == 1.0:
         froze = [decision for decision in decisions if decision.part == "schedule"]
         assert [(decision.action, decision.update) for decision in froze] == [("froze level 1", trace.index(1)),

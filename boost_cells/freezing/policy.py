@@ -334,11 +334,18 @@ class FreezingPolicy:
 
 
 class PolicyRecord(JsonParameter):
-    """The policy's state record, held for a checkpoint (``PolicyState.to_dict`` as JSON).
+    """The policy's state record, held for a checkpoint (``PolicyState.to_dict`` as JSON), written where the policy
+    decided something, and read by ``BoostMonitor``.
 
     Parameters (state, checkpointed):
-        grad_freeze.policy_state (uint8, (4096,)): the record, zero padded; empty before the first weighing.
+        grad_freeze.policy_state (uint8, (4096,)): the record, zero padded; empty before the policy's first answer.
     """
 
     def __init__(self):
         super().__init__("grad_freeze.policy_state", 4096)
+
+    def monitor_state(self):
+        """For ``BoostMonitor`` (host side, once per report): the deepest level the schedule may freeze to
+        (``freeze_allowed``); nothing before the policy's first answer."""
+        record = self.read()
+        return {} if record is None else {"freeze_allowed": max(record["allowed"])}
