@@ -7,8 +7,8 @@ The page is the current results, not a log: one table a workload (level, baselin
 accuracy and test loss change, seeds, machine balance, date), what was not measured, how to reproduce a row, and
 short method sections with no dated figure. A row is a comparison of a results file whose level the page names
 (``LEVELS``); where a workload, level and baseline were measured several times, the latest file's rows stand (by date,
-then by the time a file was written, where it records one) and the older ones stay in their files and in git. Nobody edits the page by hand: ``tests/test_figures.py`` renders it and
-fails when the committed page is stale.
+then by the time a file was written, where it records one) and the older ones stay in their files and in git. Nobody
+edits the page by hand: ``tests/test_figures.py`` renders it and fails when the committed page is stale.
 
 A user page quotes the same figures through a region the renderer owns, between ``<!-- results: NAME -->`` and
 ``<!-- /results -->`` (``REGIONS``: ``levels``, the levels against O0 on each workload, and ``parts``, a part switched

@@ -100,7 +100,8 @@ def test_a_resumed_run_lists_what_the_interrupted_one_decided(graph_mode, tmp_pa
 def cache_policy():
     """The policy over 3 levels with payback and the cache on "auto", an epoch of 12 steps, 40 updates in the run."""
     policy = FreezingPolicy(3, payback=True, cache="auto")
-    return policy, policy.init(FreezePlan("auto", 3, 40, criterion=auto_criterion(40, 0.05, 0.1, 0.4)), steps_per_epoch=12)
+    plan = FreezePlan("auto", 3, 40, criterion=auto_criterion(40, 0.05, 0.1, 0.4))
+    return policy, policy.init(plan, steps_per_epoch=12)
 
 
 def ask(policy, state, costs, level, steps_left):
