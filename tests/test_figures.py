@@ -77,7 +77,7 @@ def test_a_day_with_a_file_that_records_its_time_shows_that_file_alone():
     same_day = next(record for record in RECORDS if record["workload"] == "compute"
                     and any(c["level"] == "O1" for c in record["comparisons"]))
     later, earlier = copy.deepcopy(same_day), copy.deepcopy(same_day)
-    later["time"], earlier["time"] = "23:59:59", "00:00:01"
+    later["time"], earlier["time"] = "23:59:59", "23:59:58"
     for record, ratio in ((later, 8.88), (earlier, 7.77)):
         for comparison in record["comparisons"]:
             comparison.get("reported", {})["ratio"] = ratio
