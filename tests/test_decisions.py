@@ -174,6 +174,7 @@ def test_a_decision_reads_as_one_line_and_round_trips():
     assert decision.line() == ("update 131 of 528: froze level 2: segments 0-1 settled [displacement of segment 0 "
                                "0.412 per 100 updates (measured); auto_threshold 0.6 per 100 updates (config)]")
     assert Decision.from_dict(decision.to_dict()) == decision
+    assert Figure("full step", 1334.6, "ms").text() == "full step 1,335 ms (measured)"  # never 1.33e+03
 
 
 def test_the_decision_log_keeps_the_latest_where_it_is_full():

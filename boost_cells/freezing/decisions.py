@@ -42,9 +42,11 @@ class Figure:
     source: str = "measured"
 
     def text(self):
-        """``name value unit (source)``, the value with 3 significant digits."""
+        """``name value unit (source)``, the value with 3 significant digits (a whole number from 1000 on, never
+        in exponent form: "1,330 ms", not "1.33e+03 ms")."""
         unit = f" {self.unit}" if self.unit else ""
-        return f"{self.name} {self.value:.3g}{unit} ({self.source})"
+        value = f"{self.value:,.0f}" if abs(self.value) >= 1000 else f"{self.value:.3g}"
+        return f"{self.name} {value}{unit} ({self.source})"
 
 
 @dataclasses.dataclass(frozen=True)
