@@ -143,13 +143,12 @@ class FrozenLevelRoute:
         self.ranks = info.size if info is not None and info.distributed else 1
         self.uncached, self.cached = uncached, dict(cached or {})
         self.ledger, self.shares, self.accumulation = ledger, shares, int(accumulation)
-        self.payback = bool(payback)
         self.cache = cache
         self.policy = FreezingPolicy(schedule.plan.groups, payback,
                                      False if cache is None else "auto" if judge_cache else True, accumulation)
         self.state = None  # the policy's state, from the run's first call (or a step aside before it)
         self._recorded = None  # the state record last written to its Parameter
-        self.record = PolicyRecord()
+        self.record = PolicyRecord(schedule.plan.groups)
         self.log = DecisionLog()
         self.judge = CacheJudge(cache, judge_cache, self.ranks) if cache is not None else None
         self.active = True
@@ -164,6 +163,11 @@ class FrozenLevelRoute:
         self._schedule_logged = 0  # the schedule's decisions logged so far
         self.decision = schedule.decision_cell()  # the schedule's decision, taken here (None: it takes none)
         self._decides_after = None  # the update count after which the route takes the next decision (first call on)
+
+    @property
+    def payback(self):
+        """Whether the measured costs decide the schedule's levels (the policy's)."""
+        return self.policy.payback
 
     @property
     def caching(self):
@@ -405,8 +409,7 @@ class FrozenLevelRoute:
     def _weigh(self, level):
         """Ask the policy with the ledger's costs (data-parallel, every rank's mean), where it weighs anything: the
         levels (payback), or the cache while it is undecided."""
-        judging = self.policy.cache == "auto" and self.state.cache in ("undecided", "waiting", "filling") and level > 0
-        if not (self.payback or judging):
+        if not self.policy.weighs(self.state, level):
             return
         costs = self.ledger.costs(self._summary(), self.shares)
         repeats = None if self.judge is None else self.judge.repeats

@@ -12,7 +12,7 @@ import pytest
 from boost_cells.freezing.decisions import Decision, DecisionLog, Figure
 from boost_cells.freezing.payback import Costs, layer_shares
 from boost_cells.freezing.plan import FreezePlan, auto_criterion
-from boost_cells.freezing.policy import FreezingPolicy, Observation
+from boost_cells.freezing.policy import FreezingPolicy, Observation, PolicyRecord, PolicyState
 from tests.helpers import STEP_SECONDS, STEPS, SetClock, clocked_run, data, payback_cell
 
 
@@ -165,6 +165,19 @@ def test_the_policy_is_pure_and_its_record_resumes_it():
     assert aside.allowed == (2,) and aside.cache == "dropped"
     assert [(decision.action, decision.warned) for decision in decisions] == [("cache: drop", True),
                                                                              ("stepped aside", False)]
+
+
+def test_the_policys_record_holds_every_level_a_plan_can_have():
+    """The checkpointed record grows with the levels: a state with every figure of 64 levels measured (full-precision
+    floats) fits, and reads back as written."""
+    levels = 64
+    figures = {level: 1 / (level + 3) for level in range(levels)}
+    costs = Costs(step=figures, compile=figures, shares=tuple(figures.values()), cached_step=figures)
+    state = PolicyState(level=3, allowed=tuple(range(levels)), paying=tuple(range(4, levels)), cache="waiting",
+                        waited=tuple(range(levels)), costs=costs)
+    record = PolicyRecord(levels)
+    record.write(state.to_dict())
+    assert PolicyState(cache="undecided").resumed(record.read()) == state
 
 
 def test_a_decision_reads_as_one_line_and_round_trips():

@@ -168,10 +168,19 @@ class FreezingPolicy:
         decisions = ()
         if self.payback:
             state, decisions = self._allow(state, observation, steps_left)
-        if state.cache in ("undecided", "waiting", "filling") and self.cache == "auto" and observation.level > 0:
+        if self._weighs_cache(state, observation.level):
             state, cached = self._weigh_cache(state, observation, steps_left)
             decisions += cached
         return state, decisions
+
+    def weighs(self, state, level):
+        """Whether an observation of the costs at frozen level ``level`` has anything to decide: the levels
+        (payback), or the cache while it is undecided ("auto"). The route measures the costs (data-parallel, a
+        collective on every rank alike) only where this holds."""
+        return self.payback or self._weighs_cache(state, level)
+
+    def _weighs_cache(self, state, level):
+        return self.cache == "auto" and state.cache in ("undecided", "waiting", "filling") and level > 0
 
     def _decision(self, state, observation, part, action, reason, figures=(), warned=False):
         return Decision(observation.updates, part, action, reason, tuple(figures), state.total_steps, warned)
@@ -337,12 +346,16 @@ class PolicyRecord(JsonParameter):
     """The policy's state record, held for a checkpoint (``PolicyState.to_dict`` as JSON), written where the policy
     decided something, and read by ``BoostMonitor``.
 
+    Args:
+        levels (int): the levels; the record's size grows with them (its costs and levels, a few numbers a level).
+
     Parameters (state, checkpointed):
-        grad_freeze.policy_state (uint8, (4096,)): the record, zero padded; empty before the policy's first answer.
+        grad_freeze.policy_state (uint8, (1024 + 256 * levels,)): the record, zero padded; empty before the policy's
+            first answer.
     """
 
-    def __init__(self):
-        super().__init__("grad_freeze.policy_state", 4096)
+    def __init__(self, levels):
+        super().__init__("grad_freeze.policy_state", 1024 + 256 * int(levels))
 
     def monitor_state(self):
         """For ``BoostMonitor`` (host side, once per report): the deepest level the schedule may freeze to
