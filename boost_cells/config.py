@@ -78,7 +78,7 @@ SCHEMA = MappingProxyType({
     "less_bn": _fields(fn_flag=True, gc_flag=True),
     "grad_freeze": _fields(param_groups=10, freeze_type="auto", freeze_p=0.7, total_steps=65536, seed=0,
                            auto_interval_share=0.05, auto_warmup_share=0.1, auto_threshold=0.4,
-                           auto_head_ratio=0.5, auto_loss_drop=0.5, payback=True, cache_frozen_prefix=False, cache_max_mb=2048),
+                           auto_head_ratio=0.5, auto_loss_drop=0.5, auto_loss_last_fall=0.1, payback=True, cache_frozen_prefix=False, cache_max_mb=2048),
     "grad_accumulation": _fields(grad_accumulation_step=1),
     "dim_reduce": _fields(rho=0.55, gamma=0.9, alpha=0.001, sigma=0.4, n_components=32, pca_mat_path=None,
                           weight_load_dir=None, timeout=1800, seed=0),
@@ -95,7 +95,7 @@ _LOSS_SCALE_TYPE_KEYS = MappingProxyType({"factor": ("dynamic",), "window": ("dy
 # The grad_freeze keys that only some schedules read (freeze_type: 0 continuous, 1 interval, 2 progressive, 3 auto).
 _FREEZE_TYPE_KEYS = MappingProxyType({"freeze_p": (0, 1, 2), "seed": (1,), "auto_interval_share": (3,),
                                       "auto_warmup_share": (3,), "auto_threshold": (3,), "auto_head_ratio": (3,),
-                                      "auto_loss_drop": (3,), "payback": (3,)})
+                                      "auto_loss_drop": (3,), "auto_loss_last_fall": (3,), "payback": (3,)})
 _FREEZE_TYPE_NAMES = ("continuous", "interval", "progressive", "automatic")
 
 

@@ -168,6 +168,10 @@ def _automatic_lines(plan, name, start):
     learned = "" if criterion.loss_drop <= 0 else (
         f", and only once the network has learned: the training loss's mean over the last interval at least "
         f"{criterion.loss_drop:.0%} below the first interval's (auto_loss_drop)")
+    if criterion.last_fall < 1:
+        learned += (", and only once the training loss has levelled off: its fall over the "
+                    f"last interval at most {criterion.last_fall:.0%} of its whole fall since the first "
+                    "(auto_loss_last_fall)")
     return [f"grad_freeze: {name}: at each decision every group's weights are measured against their copy from "
             "the decision before (displacement: |w - w_before| / |w| per 100 updates); a group whose displacement "
             f"stayed below {below} over the last two intervals has settled, and {depth}. Under an optimizer that "

@@ -152,6 +152,8 @@ RULES = MappingProxyType({
                                lambda v: 0 <= v <= 1),
     "auto_loss_drop": _number("a number in [0, 1) (a share of the first interval's mean training loss; 0: no "
                               "condition)", lambda v: 0 <= v < 1),
+    "auto_loss_last_fall": _number("a number in [0, 1] (a share of the training loss's whole fall since the first "
+                                   "interval; 1: no condition)", lambda v: 0 <= v <= 1),
     "cache_frozen_prefix": _choice(True, False, "auto", words="true, false or 'auto' (cache where the network "
                                    "has the stages and the run measures that it pays)"),
     "payback": _bool(),

@@ -498,7 +498,7 @@ def scale_free_run(samples, epochs=5, rank=0, size=1, batch_size=8):
     config = freeze_config(freeze_type="auto")
     del config["grad_freeze"]["total_steps"]
     config["grad_freeze"].update(auto_warmup_share=0.25, auto_interval_share=0.1, auto_threshold=1000,
-                                 auto_loss_drop=0.0)
+                                 auto_loss_drop=0.0, auto_loss_last_fall=1.0)
     model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9), boost_config_dict=config)
     levels = []
 
@@ -518,17 +518,18 @@ STEPS = 20
 
 
 def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_steps=10, head_ratio=0.0,
-                loss_drop=0.0):
+                loss_drop=0.0, last_fall=1.0):
     """The automatic schedule deciding every ``interval`` updates from ``warmup`` on, as shares of ``total_steps``;
-    by default with the threshold alone (``auto_head_ratio`` 0, ``auto_loss_drop`` 0)."""
+    by default with the threshold alone (``auto_head_ratio`` 0, ``auto_loss_drop`` 0, ``auto_loss_last_fall`` 1)."""
     config = freeze_config(freeze_type=3, total_steps=total_steps)
     config["grad_freeze"].update(auto_interval_share=interval / total_steps, auto_warmup_share=warmup / total_steps,
-                                 auto_threshold=threshold, auto_head_ratio=head_ratio, auto_loss_drop=loss_drop)
+                                 auto_threshold=threshold, auto_head_ratio=head_ratio, auto_loss_drop=loss_drop,
+                                 auto_loss_last_fall=last_fall)
     return config
 
 
 def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0, allowed=(2,),
-                   allowed_from=0, loss_drop=0.0, adam=False, skips=False):
+                   allowed_from=0, loss_drop=0.0, last_fall=1.0, adam=False, skips=False):
     """Momentum (or, with ``adam``, MindSpore's Adam: beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected step size)
     training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
     rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
@@ -541,7 +542,9 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
     only level 2 is allowed: both front segments freeze together; none at a decision before update
     ``allowed_from``); then the copies are taken again. With ``loss_drop`` above 0, nothing freezes at a decision
     where the mean training loss of the interval's steps (each taken before its update) lies less than ``loss_drop``
-    of the first interval's mean below that first mean. With ``skips`` (the host route under payback), a decision
+    of the first interval's mean below that first mean; with ``last_fall`` below 1, nothing freezes at a decision
+    before the second interval's, nor where the interval's mean lies more than ``last_fall`` of the whole fall
+    (first mean minus this one) below the previous interval's mean. With ``skips`` (the host route under payback), a decision
     where none of the ``allowed`` levels is deeper than ``frozen``, or before ``allowed_from``, is not taken at all:
     no copies, no displacement, the losses go on into the next one. Returns (the frozen count before each step, the
     final parameters)."""
@@ -555,7 +558,7 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
         return displacement < max(threshold, head_ratio * displacement[2])
 
     frozen, updates, trace, previous = 0, 0, [], -np.ones(3)
-    losses, first_loss = [], None
+    losses, first_loss, previous_loss = [], None, None
     for x, y in batches:
         trace.append(frozen)
         x, y = x.asnumpy().astype(np.float64), y.asnumpy().astype(np.float64)
@@ -582,6 +585,10 @@ def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head
             mean_loss, losses = np.mean(losses), []
             first_loss = mean_loss if first_loss is None else first_loss
             learned = loss_drop == 0 or first_loss - mean_loss >= loss_drop * abs(first_loss)
+            if last_fall < 1:
+                learned = learned and previous_loss is not None and (
+                    previous_loss - mean_loss <= last_fall * (first_loss - mean_loss))
+            previous_loss = mean_loss
             if updates >= WARMUP and learned:
                 reach = next((g for g in range(frozen, 2) if not settled[g]), 2)
                 frozen = max([frozen] + [level for level in allowed if level <= reach and updates >= allowed_from])

@@ -171,10 +171,34 @@ def test_nothing_freezes_before_the_network_has_learned(mode, learnable, thresho
     assert (trace.index(2) if 2 in trace else None) == freezes_after
     for got, want in zip(net.trainable_params(), expected):
         np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=1e-5)
-    first, last, intervals = cell.train_step.schedule.loss.asnumpy()
+    first, last, intervals, _ = cell.train_step.schedule.loss.asnumpy()
     assert intervals == (10 if loss_drop > 0 else 0)
     if loss_drop > 0:
         assert (first - last >= 0.5 * abs(first)) == learnable
+
+
+@pytest.mark.parametrize("last_fall, freezes_after", [(0.4, 5), pytest.param(0.3, 9, marks=pytest.mark.slow)])
+def test_nothing_freezes_while_the_loss_still_falls_steeply(mode, last_fall, freezes_after):
+    """With ``auto_loss_last_fall``, the front freezes only once the interval's fall of the mean training loss is at
+    most that share of its whole fall since the first interval. On learnable targets whose front settles at the first
+    decision after the warm-up (update 3, where the loss fell all of its fall so far), the interval means (1.93, 1.43,
+    1.17, 0.59, 0.78 at updates 1 to 9) put the last fall at 35% of the whole at update 5 and 43% at 7, and the loss
+    rises at 9: at 0.4 the front freezes after update 5, at 0.3 after update 9. Both modes; trace and weights as the
+    NumPy rendering's; the decision's record names the fall it saw."""
+    net, net_with_loss, opt = mlp_setup()
+    cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=auto_config(threshold=10.0, last_fall=last_fall))
+    batches = [teacher_data(step_index) for step_index in range(STEPS)]
+    expected_trace, expected = numpy_auto_run(net, batches, threshold=10.0, last_fall=last_fall)
+    trace = traced_run(cell, batches)
+    assert trace == expected_trace
+    assert trace.index(2) == freezes_after
+    for got, want in zip(net.trainable_params(), expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5, atol=1e-5)
+    (froze,) = cell.decisions
+    assert froze.update == freezes_after
+    assert f"at most {last_fall:.0%} allowed: it has levelled off" in froze.reason
+    share = cell.train_step.schedule.monitor_state()["freeze_loss_last_fall"]
+    assert share is not None and share < 1.0
 
 
 @pytest.mark.parametrize("head_ratio, freezes_after", [pytest.param(0.5, None, marks=pytest.mark.slow), (0.9, 5)])

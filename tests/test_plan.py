@@ -77,7 +77,7 @@ def test_the_automatic_schedule_freezes_only_where_the_plan_decides(graph_mode):
     ones."""
     config = freeze_config(freeze_type="auto", total_steps=20)
     config["grad_freeze"].update(auto_interval_share=0.1, auto_warmup_share=0.25, auto_threshold=1000,
-                                 auto_loss_drop=0.0)
+                                 auto_loss_drop=0.0, auto_loss_last_fall=1.0)
     cell = cell_for(config)
     plan = cell.freeze_plan
     assert (plan.criterion.interval, plan.criterion.warmup, plan.first_frozen_update) == (2, 5, 6)
@@ -90,7 +90,7 @@ def test_the_automatic_schedule_freezes_only_where_the_plan_decides(graph_mode):
 def test_the_plan_follows_the_rules_of_the_sequences():
     section = {"param_groups": 4, "freeze_type": 2, "freeze_p": 0.5, "total_steps": 100, "seed": 0,
                "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4, "auto_head_ratio": 0.5,
-               "auto_loss_drop": 0.5, "payback": False}
+               "auto_loss_drop": 0.5, "auto_loss_last_fall": 0.1, "payback": False}
     plan = FreezePlan.from_section(section)
     assert plan.sequence == tuple(freeze_index_sequence(4, 2, 0.5, 100))
     assert plan.first_frozen_update == 51 and plan.stage_starts == ((1, 51), (2, 68), (3, 85))
@@ -118,7 +118,7 @@ def test_the_plan_says_whether_the_levels_run_on_the_host(freeze_type, cache, pa
     route exactly where the plan says (the MLP has no stages, so a cell cannot take the cache here)."""
     section = {"param_groups": 3, "freeze_type": freeze_type, "freeze_p": 0.5, "total_steps": 100, "seed": 0,
                "auto_interval_share": 0.05, "auto_warmup_share": 0.3, "auto_threshold": 0.4, "auto_head_ratio": 0.5,
-               "auto_loss_drop": 0.5, "payback": payback, "cache_frozen_prefix": cache}
+               "auto_loss_drop": 0.5, "auto_loss_last_fall": 0.1, "payback": payback, "cache_frozen_prefix": cache}
     plan = FreezePlan.from_section(section)
     assert plan.host_route == route and plan.may_cache == (bool(cache) and route)
     if not cache:

@@ -244,7 +244,7 @@ def test_auto_schedule_caches_and_model_train_feeds_it(graph_mode):
     x, y = data(32)
     net = staged_net()
     config = cache_config(freeze_type="auto", param_groups=2, auto_interval_share=1 / 6, auto_warmup_share=1 / 6,
-                          auto_threshold=1000, auto_loss_drop=0.0)
+                          auto_threshold=1000, auto_loss_drop=0.0, auto_loss_last_fall=1.0)
     del config["grad_freeze"]["total_steps"]  # Model.train sets it: 3 epochs of 4 steps, deciding every 2 updates
     model = Model(net, LOSS, nn.Momentum(net.trainable_params(), 0.01, 0.9), boost_level="O0",
                   boost_config_dict=config)

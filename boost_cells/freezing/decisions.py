@@ -115,13 +115,20 @@ def schedule_decisions(schedule):
                                         if criterion.head_ratio > 0 else "")
         reason = (f"segment{'s' if level > 1 else ''} {_span(level)} settled (displacement below {below}, at this "
                   "decision and the one before)")
+        first, last, previous = (float(value) for value in row[groups:])
+        if criterion.loss_drop > 0 or criterion.last_fall < 1:
+            figures += [Figure("first interval's mean loss", first), Figure("last interval's mean loss", last)]
         if criterion.loss_drop > 0:
-            first, last = float(row[groups]), float(row[groups + 1])
             fell = (first - last) / abs(first) if first else 0.0
-            figures += [Figure("first interval's mean loss", first), Figure("last interval's mean loss", last),
-                        Figure("auto_loss_drop", criterion.loss_drop, "", "config")]
+            figures.append(Figure("auto_loss_drop", criterion.loss_drop, "", "config"))
             reason += f"; the training loss fell {fell:.0%} from the first interval's (at least " \
                       f"{criterion.loss_drop:.0%} needed)"
+        if criterion.last_fall < 1:
+            share = (previous - last) / (first - last) if first != last else 0.0
+            figures += [Figure("the interval before's mean loss", previous),
+                        Figure("auto_loss_last_fall", criterion.last_fall, "", "config")]
+            reason += f"; the last interval's fall was {share:.0%} of its whole fall (at most " \
+                      f"{criterion.last_fall:.0%} allowed: it has levelled off)"
         decisions.append(Decision(int(frozen_at[level]), "schedule", f"froze level {level}", reason, tuple(figures),
                                   plan.total_steps))
     return tuple(decisions)

@@ -54,7 +54,9 @@ class GradientFreeze:
             segment has also settled when its displacement is below this share of the head's (0: no comparison).
             auto_loss_drop (float): in [0, 1), nothing freezes until the training loss's mean over an interval lies
             this share below its mean over the first interval (a network still at chance has no settled front; 0:
-            no such condition).
+            no such condition). auto_loss_last_fall (float): in [0, 1], nothing freezes while the last interval's
+            fall of that mean exceeds this share of its whole fall since the first interval (a loss still falling
+            steeply is a task still being learned; 1: no such condition).
             payback (bool): the automatic schedule freezes to the levels whose compile the run's steps left repay,
             from the run's own measured step and compile times (``boost_cells.freezing.payback``; read by the train
             cell); False: the whole front at once, that level compiled with the step, on every machine alike.
@@ -70,13 +72,14 @@ class GradientFreeze:
 
     def __init__(self, param_groups, freeze_type, freeze_p, total_steps, seed=0, auto_interval_share=0.05,
                  auto_warmup_share=0.1, auto_threshold=0.4, auto_head_ratio=0.5, payback=True,
-                 cache_frozen_prefix=False, cache_max_mb=2048, auto_loss_drop=0.5):
+                 cache_frozen_prefix=False, cache_max_mb=2048, auto_loss_drop=0.5, auto_loss_last_fall=0.1):
         check_freeze_args("GradientFreeze", freeze_type, freeze_p)
         self.run_assumed = False  # freeze_optimizer: a config that left total_steps out, whose default is assumed
         arguments = {"param_groups": param_groups, "freeze_type": freeze_type, "freeze_p": freeze_p,
                      "total_steps": total_steps, "seed": seed, "auto_interval_share": auto_interval_share,
                      "auto_warmup_share": auto_warmup_share, "auto_threshold": auto_threshold,
-                     "auto_head_ratio": auto_head_ratio, "auto_loss_drop": auto_loss_drop, "payback": payback,
+                     "auto_head_ratio": auto_head_ratio, "auto_loss_drop": auto_loss_drop,
+                     "auto_loss_last_fall": auto_loss_last_fall, "payback": payback,
                      "cache_frozen_prefix": cache_frozen_prefix, "cache_max_mb": cache_max_mb}
         for name, value in arguments.items():
             check("GradientFreeze", name, value)

@@ -40,6 +40,10 @@ class AutoCriterion:
             at least this share below its mean over the first (``first - last >= loss_drop * |first|``): a network
             that has not yet learned (the whole of it on a plateau, at chance) has no front that settled. 0: no
             such condition.
+        last_fall (float): in [0, 1]; nothing freezes while the training loss's mean fell over the last interval by
+            more than this share of its whole fall since the first (``previous - last <= last_fall * (first -
+            last)``): a loss still falling steeply is a task still being learned (a new head adapting to a
+            pretrained front). 1: no such condition.
     """
 
     interval: int
@@ -47,15 +51,17 @@ class AutoCriterion:
     threshold: float
     head_ratio: float = 0.0
     loss_drop: float = 0.0
+    last_fall: float = 1.0
 
 
-def auto_criterion(total_steps, interval_share, warmup_share, threshold, head_ratio=0.0, loss_drop=0.0):
+def auto_criterion(total_steps, interval_share, warmup_share, threshold, head_ratio=0.0, loss_drop=0.0,
+                   last_fall=1.0):
     """The automatic schedule's ``AutoCriterion`` for a run of ``total_steps`` updates: a decision every
     ``max(1, round(interval_share * total_steps))`` updates, none that freezes before ``ceil(warmup_share *
     total_steps)`` updates."""
     return AutoCriterion(interval=max(1, round(interval_share * total_steps)),
                          warmup=math.ceil(round(warmup_share * total_steps, 9)), threshold=float(threshold),
-                         head_ratio=float(head_ratio), loss_drop=float(loss_drop))
+                         head_ratio=float(head_ratio), loss_drop=float(loss_drop), last_fall=float(last_fall))
 
 
 def run_updates(epochs, steps_per_epoch, accumulation_steps):
@@ -101,7 +107,7 @@ class FreezePlan:
         if is_automatic(freeze_type):
             criterion = auto_criterion(total, section["auto_interval_share"], section["auto_warmup_share"],
                                        section["auto_threshold"], section["auto_head_ratio"],
-                                       section["auto_loss_drop"])
+                                       section["auto_loss_drop"], section["auto_loss_last_fall"])
             return cls("auto", groups, total, criterion=criterion, section=section, run_assumed=run_assumed)
         sequence = freeze_index_sequence(groups, freeze_type, section["freeze_p"], total, section["seed"])
         return cls(_KINDS[freeze_type], groups, total, tuple(sequence), freeze_type != PROGRESSIVE, section=section,

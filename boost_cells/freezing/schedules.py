@@ -140,6 +140,12 @@ class AutoSchedule(nn.Cell):
       alone would call such a front settled. With ``loss_drop`` above 0, no decision freezes anything until the
       mean training loss (what each step returns, summed over the interval in the graph) of the interval just
       ended lies ``loss_drop`` of the first interval's mean below it.
+    - Nor while the loss still falls steeply: a new head's first fast adaptation (fine-tuning a pretrained front, the
+      loss falling 87% over the first two intervals, bench/freeze_trace.py) is when the head moves far faster than the
+      front, so the head ratio calls the front settled although the task has only begun to use it. With
+      ``last_fall`` below 1, no decision freezes anything while the loss fell more over the interval just ended
+      than ``last_fall`` of its whole fall since the first interval: ``previous - last > last_fall * (first -
+      last)`` (the interval's mean ``last``, the one before ``previous``, the first interval's ``first``).
     - Data-parallel, the interval's training losses are summed over the ranks at a decision (one AllReduce of two
       numbers), as each rank sees its own batches; every rank holds the same weights, so every rank measures the
       same displacements and the same loss, and decides
@@ -150,7 +156,8 @@ class AutoSchedule(nn.Cell):
             ``threshold``: the displacement per 100 updates below which a segment is quiet; ``head_ratio``: the
             share of the head's displacement below which it is quiet too, 0 for none; ``loss_drop``: the share of
             the first interval's mean training loss the loss must have fallen by before anything freezes, 0 for no
-            such condition).
+            such condition; ``last_fall``: the share of the loss's whole fall the last interval may still account
+            for when anything freezes, 1 for no such condition).
         segment_of (dict): ``{id(parameter): segment}`` for every trained parameter (its segment: the last group
             that holds it). weights (ParameterTuple): the trained weights (the unfrozen optimizer's), in order.
         normalised_by (str): the optimizer's class name where it normalises its steps (``normalised_steps``): the
@@ -167,14 +174,16 @@ class AutoSchedule(nn.Cell):
         grad_freeze.snapshot.<segment> (float32, flat): segment ``<segment>``'s weights (every segment but the
             head's, and the head's with ``head_ratio``), flattened in order, as at the last decision (the device
             memory of those weights once more).
-        grad_freeze.loss_sum (float32, (2,)): with ``loss_drop``, the training losses of the interval so far (their
-            sum, and how many were finite); data-parallel, this rank's own (summed over the ranks at a decision).
-        grad_freeze.loss (float32, (3,)): with ``loss_drop``, the first interval's mean training loss, the last
-            interval's, and the intervals measured (0 before the first).
+        grad_freeze.loss_sum (float32, (2,)): with a loss condition (``loss_drop`` above 0 or ``last_fall`` below
+            1), the training losses of the interval so far (their sum, and how many were finite); data-parallel,
+            this rank's own (summed over the ranks at a decision).
+        grad_freeze.loss (float32, (4,)): with a loss condition, the first interval's mean training loss, the last
+            interval's, the intervals measured (0 before the first), and the mean of the interval before the last
+            (the last's before the second).
         grad_freeze.frozen_at (int32, (groups,)): the update after which each level froze (0: not frozen).
-        grad_freeze.evidence (float32, (groups, groups + 2)): per level, the figures of the decision that froze it:
-            each segment's displacement, and the first and last intervals' mean training loss (0 without
-            ``loss_drop``); zeros for a level not frozen. The decision records read these.
+        grad_freeze.evidence (float32, (groups, groups + 3)): per level, the figures of the decision that froze it:
+            each segment's displacement, then the first, last and previous intervals' mean training loss (0 without
+            a loss condition); zeros for a level not frozen. The decision records read these.
     """
 
     def __init__(self, plan, segment_of, weights, normalised_by=None, ranks_loss=False):
@@ -190,10 +199,10 @@ class AutoSchedule(nn.Cell):
                                       requires_grad=False)
         self.allowed = Parameter(Tensor(self.one_level()), name="grad_freeze.allowed", requires_grad=False)
         self.loss_sum = Parameter(Tensor(np.zeros(2, np.float32)), name="grad_freeze.loss_sum", requires_grad=False)
-        self.loss = Parameter(Tensor(np.zeros(3, np.float32)), name="grad_freeze.loss", requires_grad=False)
+        self.loss = Parameter(Tensor(np.zeros(4, np.float32)), name="grad_freeze.loss", requires_grad=False)
         self.frozen_at = Parameter(Tensor(np.zeros(self.groups, np.int32)), name="grad_freeze.frozen_at",
                                    requires_grad=False)
-        self.evidence = Parameter(Tensor(np.zeros((self.groups, self.groups + 2), np.float32)),
+        self.evidence = Parameter(Tensor(np.zeros((self.groups, self.groups + 3), np.float32)),
                                   name="grad_freeze.evidence", requires_grad=False)
         self.levels = Tensor(np.arange(self.groups, dtype=np.int32))
         self.head = _int32(self.groups - 1)
@@ -218,6 +227,8 @@ class AutoSchedule(nn.Cell):
         self.threshold = 0.0 if self.normalised_by else plan.criterion.threshold
         self.head_ratio = plan.criterion.head_ratio
         self.loss_drop = plan.criterion.loss_drop
+        self.last_fall = plan.criterion.last_fall
+        self.tracks_loss = self.loss_drop > 0 or self.last_fall < 1
         self.interval_end = self.warmup % self.interval  # updates % interval where every interval ends
 
     def train_from(self):
@@ -254,12 +265,12 @@ class AutoSchedule(nn.Cell):
         return self._count(applied, loss)[2]
 
     def _count(self, applied, loss):
-        """The updates applied and the interval's loss sum (None without ``loss_drop``) after this step, assigned;
+        """The updates applied and the interval's loss sum (None without a loss condition) after this step, assigned;
         ``(updates, summed, token)``."""
         updates = self.updates + applied
         token = ops.assign(self.updates, updates)
         summed = None
-        if self.loss_drop > 0:
+        if self.tracks_loss:
             summed = self._summed_loss(loss)
             token = ops.depend(token, ops.assign(self.loss_sum, summed))
         return updates, summed, token
@@ -277,7 +288,7 @@ class AutoSchedule(nn.Cell):
 
     def decide_now(self):
         """The decision on the counted updates and loss sum (graph), for ``decision_cell``."""
-        summed = self.loss_sum + 0.0 if self.loss_drop > 0 else None
+        summed = self.loss_sum + 0.0 if self.tracks_loss else None
         return self._decide(self.updates + 0, summed)
 
     def _summed_loss(self, loss):
@@ -288,21 +299,29 @@ class AutoSchedule(nn.Cell):
         return self.loss_sum + ops.stack([ops.select(finite, value, self.zero), ops.cast(finite, mstype.float32)])
 
     def _learned(self, summed):
-        """Whether the network has learned enough for a front to have settled (``loss_drop``): the interval's mean
-        training loss (from ``summed``, its sum and count) lies ``loss_drop`` of the first interval's mean below
-        it; an interval without a finite loss has not. Returns ``(learned, means, token)``: the first interval's and
-        this one's means (float32, (2,)), recorded in ``loss``, and the next interval's sum started."""
+        """Whether the training loss allows a front to have settled: it lies ``loss_drop`` of the first interval's
+        mean below it (the network has learned), and it fell over the last interval by at most ``last_fall`` of its
+        whole fall since the first (it has levelled off; not before a second interval), each where asked for. The
+        interval's mean comes from ``summed`` (its sum and count); an interval without a finite loss allows nothing.
+        Returns ``(allowed, means, token)``: the first, this and the previous interval's means (float32, (3,)),
+        recorded in ``loss``, and the next interval's sum started."""
         if self.all_reduce is not None:  # every rank's losses, so every rank decides alike
             summed = self.all_reduce(summed)
         counted = summed[1] > 0
         mean = summed[0] / ops.maximum(summed[1], 1.0)
         known = self.loss[2] > 0
         first = ops.select(known, self.loss[0], mean)
-        learned = ops.logical_and(counted, first - mean >= self.loss_drop * ops.abs(first))
+        previous = ops.select(known, self.loss[1], mean)
+        allowed = counted
+        if self.loss_drop > 0:
+            allowed = ops.logical_and(allowed, first - mean >= self.loss_drop * ops.abs(first))
+        if self.last_fall < 1:
+            allowed = ops.logical_and(ops.logical_and(allowed, known),
+                                      previous - mean <= self.last_fall * (first - mean))
         intervals = self.loss[2] + ops.cast(counted, mstype.float32)
-        token = ops.assign(self.loss, ops.select(counted, ops.stack([first, mean, intervals]), self.loss))
-        means = ops.stack([first, mean])
-        return learned, means, ops.depend(ops.assign(self.loss_sum, ops.zeros((2,), mstype.float32)), token)
+        token = ops.assign(self.loss, ops.select(counted, ops.stack([first, mean, intervals, previous]), self.loss))
+        means = ops.stack([first, mean, previous])
+        return allowed, means, ops.depend(ops.assign(self.loss_sum, ops.zeros((2,), mstype.float32)), token)
 
     def _decide(self, updates, summed):
         displacement, taken = self._displacements()
@@ -317,8 +336,8 @@ class AutoSchedule(nn.Cell):
         candidates = ops.logical_and(self.allowed, self.levels <= reach)
         deepest = ops.reduce_max(ops.select(candidates, self.levels, ops.zeros((self.groups,), mstype.int32)))
         may_freeze = updates >= self.warmup
-        means = self.loss[:2]
-        if self.loss_drop > 0:
+        means = ops.stack([self.loss[0], self.loss[1], self.loss[3]])
+        if self.tracks_loss:
             learned, means, counted = self._learned(summed)
             may_freeze = ops.logical_and(may_freeze, learned)
             taken += (counted,)
@@ -329,11 +348,11 @@ class AutoSchedule(nn.Cell):
 
     def _record_freeze(self, front, updates, evidence):
         """For each level this decision freezes (above ``frozen``, up to ``front``): the update (``frozen_at``) and
-        the ``evidence`` (float32, (groups + 2,): each segment's displacement, the training loss's two means)."""
+        the ``evidence`` (float32, (groups + 3,): each segment's displacement, the training loss's three means)."""
         newly = ops.logical_and(self.levels > self.frozen, self.levels <= front)
         at = ops.assign(self.frozen_at, ops.select(newly, ops.fill(mstype.int32, (self.groups,), updates),
                                                    self.frozen_at))
-        rows = ops.select(ops.tile(newly.reshape((-1, 1)), (1, self.groups + 2)),
+        rows = ops.select(ops.tile(newly.reshape((-1, 1)), (1, self.groups + 3)),
                           ops.tile(evidence.reshape((1, -1)), (self.groups, 1)), self.evidence)
         return ops.depend(at, ops.assign(self.evidence, rows))
 
@@ -371,11 +390,15 @@ class AutoSchedule(nn.Cell):
 
     def monitor_state(self):
         """For ``BoostMonitor``: each segment's displacement at the last decision; with ``loss_drop``, the share by
-        which the last interval's mean training loss lies below the first's (None before two intervals)."""
+        which the last interval's mean training loss lies below the first's, and with ``last_fall`` below 1, the
+        share of that whole fall that the last interval accounts for (each None before two intervals)."""
         state = {"freeze_displacement": [round(float(d), 6) for d in self.displacement.asnumpy()]}
+        first, last, intervals, previous = (float(value) for value in self.loss.asnumpy())
         if self.loss_drop > 0:
-            first, last, intervals = (float(value) for value in self.loss.asnumpy())
             state["freeze_loss_drop"] = round((first - last) / abs(first), 4) if intervals > 1 and first else None
+        if self.last_fall < 1:
+            whole = first - last
+            state["freeze_loss_last_fall"] = round((previous - last) / whole, 4) if intervals > 1 and whole else None
         return state
 
 

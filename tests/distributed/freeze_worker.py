@@ -78,7 +78,7 @@ def scenario_freeze_auto(rank, size):
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto")
     config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.2, auto_threshold=1000,  # of 10
-                                 auto_loss_drop=0.0)
+                                 auto_loss_drop=0.0, auto_loss_last_fall=1.0)
     return run(BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config), rank, size,
                steps=8)
 
@@ -125,7 +125,7 @@ def scenario_freeze_payback(rank, size):
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto", total_steps=200, payback=True)
     config["grad_freeze"].update(auto_interval_share=0.01, auto_warmup_share=0.01, auto_threshold=1000,
-                                 auto_loss_drop=0.0)
+                                 auto_loss_drop=0.0, auto_loss_last_fall=1.0)
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     batches = [shard(step, rank, size) for step in range(12)]
     trace, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 30.0 if rank == 0 else 1.0)
@@ -143,7 +143,7 @@ def scenario_freeze_cache_auto(rank, size):
     net = staged_mlp()
     config = freeze_config(freeze_type="auto", total_steps=32, payback=False, param_groups=2)
     config["grad_freeze"].update(auto_interval_share=2 / 32, auto_warmup_share=4 / 32, auto_threshold=1000,
-                                 auto_loss_drop=0.0, cache_frozen_prefix="auto")
+                                 auto_loss_drop=0.0, auto_loss_last_fall=1.0, cache_frozen_prefix="auto")
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     cell.fit_to_run(steps_per_epoch=2)
