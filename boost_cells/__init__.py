@@ -13,6 +13,7 @@ from .config import BoostConfig
 from .user_warnings import BoostConfigWarning
 from .diagnostics import BoostMonitor, OverflowReportCallback, locate_overflow
 from .model import Model
+from .run import Run
 from .scaling import DynamicLossScaleUpdate, FiniteCheck, GroupLossScaleManager, Log2LossScaleUpdate, NPUFloatStatusCheck
 from .updates import AdaSum, DimReduce, GradientAccumulation, gradient_accumulation_op, gradient_clear_op
 from .freezing import FreezeOpt, GradientFreeze, Stages
@@ -27,7 +28,7 @@ __all__ = ["AdaSum", "AutoBoost", "BoostConfig", "BoostConfigWarning", "BoostMon
            "BoostTrainOneStepWithLossScaleCell", "CommonHeadLastFN", "DimReduce", "DynamicLossScaleUpdate",
            "FiniteCheck", "FreezeOpt", "GradientAccumulation", "GradientFreeze", "GroupLossScaleManager", "LessBN",
            "Log2LossScaleUpdate", "Model", "MultiOptimizerTrainOneStepCell", "NPUFloatStatusCheck", "OptimizerProcess",
-           "OverflowReportCallback", "ParameterProcess", "Stages", "build_train_network", "freeze_cell",
+           "OverflowReportCallback", "ParameterProcess", "Run", "Stages", "build_train_network", "freeze_cell",
            "gradient_accumulation_op", "gradient_clear_op", "locate_overflow"]
 
 __version__ = "0.1.0"

@@ -30,7 +30,8 @@ import warnings
 from pathlib import Path
 
 from .config import LEVELS, BoostConfig
-from .explain import Run, explain, summary
+from .explain import explain, summary
+from .run import Run
 from .rules import allowed, complies
 from .shipped import shipped_configs, shipped_dir
 

@@ -6,25 +6,25 @@ is not "different"); and what each feature that is on will do. For gradient free
 freezing can start and whether the frozen-prefix cache applies and what it needs; then accumulation, AdaSum (and
 the data-parallel run it needs), LessBN, DimReduce, group loss scales and the ``"loss_scale"`` policy.
 ``summary(config, run=None)`` is the one-line version: the level, the features on, and when freezing can start.
-``run_differs(plan, updates)`` says what a freezing schedule made for another run length does in a run: the text of
-``Model.train``'s warning.
+``run_differs(plan, updates)`` (``boost_cells.freezing.plan``'s) says what a freezing schedule made for another run
+length does in a run: the text of the train cell's warning.
 
-A ``Run(epochs, steps_per_epoch)`` puts the schedule in that run's updates and epochs, counted as ``Model.train``
-counts them (``boost_cells.freezing.plan.run_updates``): a left-out ``grad_freeze.total_steps`` is then the run's
-updates, as ``Model.train`` sets it, and a given one that differs is kept, as ``Model.train`` keeps it (with a
-warning that says what the schedule does in the run). Without a run, ``total_steps`` (given, or the default 65536)
-is the run length assumed.
+A ``Run(epochs, steps_per_epoch)`` (``boost_cells.Run``) puts the schedule in that run's updates and epochs, counted as
+``Model.train`` counts them (``Run.updates``), along the train cell's own path (``FreezePlan.in_run``): a left-out
+``grad_freeze.total_steps`` is then the run's updates, as the train cell's ``fit_to_run`` sets it, and a given one
+that differs is kept, as it keeps it (with a warning that says what the schedule does in the run). Without a run,
+``total_steps`` (given, or the default 65536) is the run length assumed.
 
 Every freezing number comes from the ``FreezePlan`` the train cell itself follows (``Model.train`` passes its
 cell's own, ``plan``, so its log reads the one plan the cell was fitted to; without it one is made from the config
 as the cell would make it), and AdaSum's groups from ``adasum_groups``, so the words say what the step does.
 """
-import dataclasses
 import json
 from types import MappingProxyType
 
 from .config import FEATURES, BoostConfig, freeze_keys_unread
-from .freezing.plan import FreezePlan, run_updates
+from .freezing.plan import FreezePlan, run_differs
+from .run import Run
 from .rules import check
 from .updates.adasum import adasum_groups
 
@@ -43,23 +43,6 @@ def _cache_needs(groups):
     """What the frozen-prefix cache needs of the network: a stage a group, as the groups are cut at its stages."""
     return (f"a network of at least {groups} stages with trainable parameters, one a group (an nn.SequentialCell or "
             "boost_cells.Stages, optionally in an nn.WithLossCell and under LessBN)")
-
-
-@dataclasses.dataclass(frozen=True)
-class Run:
-    """A training run as ``Model.train`` counts it: ``epochs`` epochs of ``steps_per_epoch`` steps each (one worker's
-    steps: the batches of its shard of the dataset; ``sink_size`` in dataset sink mode on GPU/Ascend).
-
-    Raises:
-        TypeError, ValueError: ``epochs`` or ``steps_per_epoch`` is not an int >= 1.
-    """
-
-    epochs: int
-    steps_per_epoch: int
-
-    def __post_init__(self):
-        check("Run", "epochs", self.epochs)
-        check("Run", "steps_per_epoch", self.steps_per_epoch)
 
 
 def _json(value):
@@ -93,25 +76,25 @@ class _Plan:
     """A config with the run it trains in: the numbers every part of the summary shares.
 
     Attributes:
-        updates (int or None): the run's optimizer updates (``run_updates``), None without a run.
+        updates (int or None): the run's optimizer updates (``Run.updates``), None without a run.
         section (Mapping): the config's ``grad_freeze`` section.
         freeze (FreezePlan): the freezing plan the train cell follows: the cell's own where given (``plan``), else
-            made for the run when the config leaves ``total_steps`` out (as ``Model.train`` fits it), else for the
-            given (or default) ``total_steps``.
+            made for the run when the config leaves ``total_steps`` out (``FreezePlan.in_run``, as the cell's
+            ``fit_to_run`` fits it), else for the given (or default) ``total_steps``.
     """
 
     def __init__(self, config, run, plan=None):
         self.config, self.run = config, run
         self.accumulation = config.accumulation_steps
-        self.updates = None if run is None else run_updates(run.epochs, run.steps_per_epoch, self.accumulation)
+        self.updates = None if run is None else run.updates(self.accumulation)
         self.section = config.section("grad_freeze")
         self.total_given = config.given("grad_freeze.total_steps")
         if plan is not None:
             self.freeze = plan
         else:
-            self.freeze = FreezePlan.from_section(self.section)
-            if self.updates is not None and not self.total_given:
-                self.freeze = self.freeze.for_run(self.updates)
+            self.freeze = FreezePlan.from_section(self.section, run_assumed=not self.total_given)
+            if self.updates is not None:
+                self.freeze = self.freeze.in_run(self.updates)
 
     @property
     def length(self):
@@ -359,80 +342,6 @@ def _milliseconds(seconds):
     return f"{seconds * 1000:.3g} ms"
 
 
-def _first_frozen(freeze):
-    """The first update (from 0) of a sequence that trains from a group above 0, or None."""
-    return None if freeze.first_frozen_update is None else freeze.first_frozen_update - 1
-
-
-def _progressive_in_run(freeze, updates):
-    """What a progressive plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
-    start, deepest = _first_frozen(freeze), freeze.sequence.index(max(freeze.sequence))
-    stage = f"its deepest stage (training from group {max(freeze.sequence)} on)"
-    what = "The progressive schedule "
-    if start is None or start >= updates:
-        trained = freeze.length if start is None else start
-        what += f"trains every group for its first {trained} updates, so freezing never starts in this run."
-    elif deepest >= updates:
-        what += f"starts freezing at update {start + 1}, but the run ends before {stage}, from update {deepest + 1}."
-    elif freeze.total_steps < updates:
-        what += (f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}, so the run's "
-                 f"last {updates - deepest} updates all train that stage.")
-    else:
-        what += f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}."
-    fitted = freeze.for_run(updates).first_frozen_update
-    if fitted is not None:
-        what += f" Drawn for {updates} updates, it would start freezing at update {fitted}."
-    return what
-
-
-def _interval_in_run(freeze, updates):
-    """What an interval plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
-    length, start = freeze.length, _first_frozen(freeze)
-    drawn = f"int({freeze.total_steps} * 1.01) = {length}"
-    if start is None:
-        return f"Its interval sequence of {drawn} updates freezes nothing, so freezing never starts."
-    what = (f"Freezing starts at update {start + 1} all the same (the interval schedule freezes about 1 - freeze_p = "
-            f"{1 - freeze.section['freeze_p']:g} of the steps from the start), but ")
-    if length < updates:
-        return what + (f"its sequence of {drawn} updates is shorter than the run: after update {length} it starts "
-                       f"again from its first entry, so the run repeats the same pattern of frozen steps "
-                       f"{updates / length:.1f} times.")
-    return what + f"the run uses only the first {updates} of its {drawn} entries."
-
-
-def _every(interval):
-    """"every update" or "every N updates"."""
-    return "every update" if interval == 1 else f"every {interval} updates"
-
-
-def _automatic_in_run(freeze, updates):
-    """What the automatic plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
-    fitted = freeze.for_run(updates)
-    first = freeze.first_frozen_update
-    what = (f"The automatic schedule decides {_every(freeze.criterion.interval)} and freezes nothing before update "
-            f"{first}")
-    if first > updates:
-        what += ", so freezing never starts in this run."
-    else:
-        share = freeze.section["auto_warmup_share"]
-        what += f", {(first - 1) / updates:.0%} into this run rather than {share:.0%}."
-    return what + (f" Made for {updates} updates, it would decide {_every(fitted.criterion.interval)} from update "
-                   f"{fitted.first_frozen_update}.")
-
-
-def run_differs(freeze, updates):
-    """What the freezing plan ``freeze`` (made for ``freeze.total_steps`` updates) does in a run of ``updates``
-    updates, in words: when freezing starts in this run and when it would start if made for the run; None when the
-    two agree or the schedule does not depend on the run's length (``FreezePlan.depends_on_run``)."""
-    if not freeze.depends_on_run or freeze.total_steps == updates:
-        return None
-    if freeze.kind == "auto":
-        return _automatic_in_run(freeze, updates)
-    if freeze.kind == "progressive":
-        return _progressive_in_run(freeze, updates)
-    return _interval_in_run(freeze, updates)
-
-
 def _accumulation_lines(plan):
     steps = plan.accumulation
     if steps == 1:
@@ -582,8 +491,10 @@ def explain(config, run=None, workers=None, plan=None):
     """
     config = BoostConfig.coerce(config, arg="config")
     if run is not None and not isinstance(run, Run):
-        raise TypeError(f"For 'explain', 'run' must be a boost_cells.explain.Run or None, but got "
-                        f"{type(run).__name__}.")
+        raise TypeError(f"For 'explain', 'run' must be a boost_cells.Run or None, but got {type(run).__name__}.")
+    if run is not None and run.epochs is None:
+        raise ValueError("For 'explain', 'run' must give its epochs (Run(epochs, steps_per_epoch)), but got "
+                         f"{run}.")
     if workers is not None:
         check("explain", "workers", workers)
     plan = _Plan(config, run, _checked_plan("explain", plan))

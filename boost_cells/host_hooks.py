@@ -103,8 +103,8 @@ class FrozenLevelRoute:
     alike); it applies the answer: the levels allowed (written into the schedule's graph, ``schedule.allow``), the
     cache started or dropped, each decision logged once (``DecisionLog``) and warned where it leaves a feature out.
     The cache's measured rules (``CacheJudge``: whether samples repeat, whether they fit ``cache_max_mb``) are
-    verdicts it hands the policy. Their rules need the run's steps per epoch (``fit_run``; ``Model.train`` gives it,
-    a loop of your own through the train cell's ``fit_to_run``); without it a cache switched on (true) keeps caching
+    verdicts it hands the policy. Their rules need the run's steps per epoch (``fit_to_run``, the ``Run`` the train
+    cell's ``fit_to_run`` hands on; ``Model.train`` gives it, a loop of your own through the train cell); without it a cache switched on (true) keeps caching
     and says once that it cannot judge, and one on "auto" does not start. Data-parallel, the ranks share the outputs
     their caches compute over the epoch from the cache's first call at each level (``_exchange``, AllGather on the
     world group), so each rank's cache holds every sample after that epoch, however the sampler deals the samples
@@ -153,7 +153,7 @@ class FrozenLevelRoute:
         self.judge = CacheJudge(cache, judge_cache, self.ranks) if cache is not None else None
         self.active = True
         self.aside = None
-        self.steps_per_epoch = None
+        self.run = None  # the Run the train cell trains in (fit_to_run), None until told
         self._calls = 0  # steps taken, from the run's start
         self._unjudged_warned = False
         self._shared_level, self._share_until = 0, 0  # the level whose cache fill the ranks share, until this call
@@ -185,9 +185,14 @@ class FrozenLevelRoute:
         parts = [self.log, self.record] + [part for part in (self.ledger, self.decision) if part is not None]
         return [*self.uncached.values(), *self.cached.values(), *parts]
 
-    def fit_run(self, steps_per_epoch):
-        """The run's steps (train-cell calls) per epoch, which the cache's rules need."""
-        self.steps_per_epoch = int(steps_per_epoch)
+    def fit_to_run(self, run):
+        """Take the ``Run`` the train cell trains in, whose calls per epoch the cache's rules and the policy need."""
+        self.run = run
+
+    @property
+    def steps_per_epoch(self):
+        """The run's calls of the train cell per epoch (int), or None before ``fit_to_run``."""
+        return None if self.run is None else self.run.steps_per_epoch
 
     def step_aside(self, why):
         """Stop taking steps for the rest of the run (the cell's own step takes them, with the levels it compiles
@@ -199,7 +204,7 @@ class FrozenLevelRoute:
     def _start(self):
         """The policy's state at the run's first call: a new run's, with a checkpoint's record where one was loaded
         (an interrupted run's decisions go on)."""
-        state = self.policy.init(self.schedule.plan, self.steps_per_epoch)
+        state = self.policy.init(self.schedule.plan, self.run)
         stored = self.record.read()
         self.state = state if stored is None else state.resumed(stored)
         if self.state.cache == "dropped" and self.cache is not None:
@@ -422,8 +427,8 @@ class FrozenLevelRoute:
                 self._unjudged_warned = True
                 warn_user("The frozen-prefix cache ('grad_freeze.cache_frozen_prefix') cannot judge whether it pays "
                           "(whether samples repeat, whether they fit 'grad_freeze.cache_max_mb') without the run's "
-                          "steps per epoch: it caches on. Give it with the train cell's fit_to_run(total_steps, "
-                          "steps_per_epoch) before training (Model.train does).")
+                          "steps per epoch: it caches on. Give it with the train cell's fit_to_run(boost_cells.Run(epochs, "
+                          "steps_per_epoch)) before training (Model.train does).")
             return
         why = self.judge.after_step(self._calls - 1, level, rows, new_level, repeated, self.steps_per_epoch,
                                     self._reduce)

@@ -13,9 +13,9 @@ warning that names the features left out.
 
 Only ``train`` knows the run's length, which an interval, progressive or automatic freezing schedule is made for
 (``grad_freeze.total_steps``): the first ``train`` sets a left-out ``total_steps`` from its epochs and dataset and
-fits the train cell's schedule to it (``BoostTrainOneStepCell.fit_to_run``), before anything of it was compiled or
-run; a given one that differs from the run is kept, with a warning that says when freezing starts
-(``boost_cells.explain.run_differs``).
+fits the train cell's schedule to it (``BoostTrainOneStepCell.fit_to_run``, handed the ``Run`` counted once), before
+anything of it was compiled or run; a given one that differs from the run is kept, with the cell's warning that says
+when freezing starts (``boost_cells.freezing.plan.run_differs``).
 
 Then ``train`` logs what the boost config does in this run (``boost_cells.explain``), through the logger
 ``boost_cells.model``: one INFO line (the level, the features on, when freezing can start in the run) and the whole
@@ -31,10 +31,10 @@ from mindspore import nn
 from .auto_boost import AutoBoost
 from .user_warnings import warn_user
 from .distributed import parallel_info
-from .explain import Run, explain, run_differs, summary
-from .freezing import FreezeOpt, run_updates
+from .explain import explain, summary
 from .mindspore_internals import ModelBuildHooks, amp_network, model_optimizer
 from .rules import complies
+from .run import Run
 from .train_cells import build_train_network
 
 __all__ = ["Model", "device_target"]
@@ -98,8 +98,6 @@ class Model(ModelBuildHooks):
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None, eval_indexes=None,
                  amp_level="O0", boost_level="O0", **kwargs):
         self._amp_parts = None  # amp_network's (network with loss, manager): built once, as amp casts a network once
-        self._schedule_steps = False  # the train cell's freezing schedule is drawn for the config's total_steps
-        self._fit_schedule = False  # the next train sets grad_freeze.total_steps from its run
         super().__init__(network, loss_fn=loss_fn, optimizer=optimizer, metrics=metrics, eval_network=eval_network,
                          eval_indexes=eval_indexes, amp_level=amp_level, boost_level=boost_level, **kwargs)
 
@@ -120,9 +118,6 @@ class Model(ModelBuildHooks):
                           "and its optimizer, or build the train cell with boost_cells.build_train_network.")
             return dataclasses.replace(parts, boost_level=level)
         network, optimizer = self.boost.network_auto_process_train(parts.network, parts.optimizer)
-        self._schedule_steps = isinstance(optimizer, FreezeOpt) and not isinstance(parts.optimizer, FreezeOpt) \
-            and optimizer.plan.depends_on_run
-        self._fit_schedule = self._schedule_steps and optimizer.plan.run_assumed
         eval_network = parts.eval_network
         if eval_network is not None:
             eval_network = self.boost.network_auto_process_eval(eval_network)
@@ -163,17 +158,17 @@ class Model(ModelBuildHooks):
         if dataset_sink_mode and device_target() in ("GPU", "Ascend"):
             sink = self._sink_mode_changes()
         steps = _steps_per_epoch(train_dataset, dataset_sink_mode, sink_size)
-        run = Run(epoch, steps) if complies("epochs", epoch) and complies("steps_per_epoch", steps) else None
-        if self._schedule_steps and run is not None:
-            fit = self._fit_schedule_to_run(run)
+        run = None  # a bad epoch count or an empty dataset is left to MindSpore's own checks
+        if complies("steps_per_epoch", steps):
+            run = Run(epoch if complies("epochs", epoch) else None, steps)
         # The config as this run uses it, but with a total_steps that this call fits still left out: the summary
         # then says it comes from the run (and counts it as this call did).
         logged = self.boost.config.replace("grad_freeze", **sink) if sink else self.boost.config
+        if model_optimizer(self) is not None and run is not None:
+            fit = self._fit_to_run(run)
         if sink or fit:
             self.boost.config = self.boost.config.replace("grad_freeze", **sink, **fit)
-        if model_optimizer(self) is not None and complies("steps_per_epoch", steps):
-            self.train_network.fit_to_run(fit.get("total_steps"), steps_per_epoch=steps)
-        self._log_boost(logged, run)
+        self._log_boost(logged, run if run is not None and run.epochs is not None else None)
         return super().train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
 
     def _log_boost(self, config, run):
@@ -216,26 +211,14 @@ class Model(ModelBuildHooks):
                          "false, or use dataset_sink_mode=False to keep them.")
         return dict.fromkeys(keys, False)
 
-    def _fit_schedule_to_run(self, run):
-        """The ``grad_freeze`` change that sets a left-out ``total_steps`` from ``run`` (a ``Run``; ``train`` has
-        none for a bad ``epoch`` or an empty dataset, which it leaves to MindSpore's own checks) once, or none, with a
-        warning when a given one differs (see ``train``)."""
-        epoch, steps = run.epochs, run.steps_per_epoch
-        accumulation = self.boost.config.accumulation_steps
-        updates = run_updates(epoch, steps, accumulation)
-        fit, self._fit_schedule = self._fit_schedule, False
-        if fit:
-            return {"total_steps": updates}
-        plan = self.train_network.freeze_plan
-        what = run_differs(plan, updates)
-        if what is not None:
-            counted = f"{epoch} epochs of {steps} steps"
-            if accumulation > 1:
-                counted += f", {accumulation} micro-steps per update"
-            warn_user(f"For 'Model.train', the freezing schedule was made for 'grad_freeze.total_steps' = "
-                      f"{plan.total_steps} updates, but the run has {updates} ({counted}). {what} Model.train sets a "
-                      f"left-out 'grad_freeze.total_steps' from its first run; or set it to {updates}.")
-        return {}
+    def _fit_to_run(self, run):
+        """Fit the train cell to ``run`` (its ``fit_to_run``: the plan's one rule for the run's length, and its
+        warning where a kept one differs); the ``grad_freeze`` change that records a ``total_steps`` it set from the
+        run, or none."""
+        before = self.train_network.freeze_plan
+        self.train_network.fit_to_run(run)
+        fitted = self.train_network.freeze_plan
+        return {} if fitted is before else {"total_steps": fitted.total_steps}
 
     def build_train(self, parts):
         """boost_cells' train cell after ``amp_level``'s cast (see ``ModelBuildHooks``); without an optimizer,

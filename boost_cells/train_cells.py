@@ -20,9 +20,10 @@ from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
 from .freezing.decisions import schedule_decisions
+from .freezing.plan import run_differs
 from .host_hooks import HostHooks
 from .mindspore_internals import SkipUnchangedCompilePhase
-from .rules import check
+from .run import Run
 from .scaling.group_loss_scale import GroupLossScale, GroupLossScaleManager
 from .scaling.loss_scale import LossScale, policy_from_config
 from .scaling.overflow import make_overflow_detector
@@ -116,7 +117,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         train_step (Cell): the step ``construct`` runs (``boost_cells.steps``), returning ``(outputs, applied)``: a
             ``FreezeSwitch`` (``current_index()`` is the next step's first trained group) when freezing.
         freeze_plan (FreezePlan): what the freezing schedule does over the run (None without freezing);
-            ``fit_to_run(updates)`` fits it to a run before the first step.
+            ``fit_to_run(run)`` fits it to a run before the first step.
         update (UpdateStrategy): the update strategy of the full step; ``adasum`` its AdaSum part (or None).
         level_route (FrozenLevelRoute): with ``grad_freeze.payback`` (the automatic schedule) or
             ``grad_freeze.cache_frozen_prefix``, the frozen levels' host route, which takes every step while active
@@ -183,7 +184,7 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
         return (f"For '{type(self).__name__}', the freezing schedule ({plan.kind}) assumes a run of "
                 f"{plan.total_steps} updates: 'grad_freeze.total_steps' is left out and nothing told the cell its "
                 f"run, so it freezes nothing before update {plan.first_frozen_update}. Set 'grad_freeze.total_steps' "
-                "to the run's updates, or call fit_to_run(total_steps, steps_per_epoch) before training "
+                "to the run's updates, or call fit_to_run(boost_cells.Run(epochs, steps_per_epoch)) before training "
                 "(Model.train does both).")
 
     def _init_boost(self, network, optimizer, sens, boost_config):
@@ -290,28 +291,52 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
             made += self.level_route.log.records
         return tuple(sorted(made, key=lambda decision: decision.update))
 
-    def fit_to_run(self, total_steps=None, steps_per_epoch=None):
-        """Tell the cell about the run it trains in, before its first step (``Model.train`` does).
+    def fit_to_run(self, run):
+        """Tell the cell the run it trains in, before its first step (``Model.train`` does, with the run it counts).
+
+        Every part that depends on the run gets this one ``run``: the freezing schedule and the ``FreezeOpt`` follow
+        the plan for its updates (``FreezePlan.in_run``: made for them where the config left
+        ``grad_freeze.total_steps`` out; a given one, or one an earlier run fitted, stays, with a warning that says
+        what it does in this run where the lengths differ); the frozen levels' route and its policy get its calls
+        per epoch. The plan's tables are constants of the compiled step.
 
         Args:
-            total_steps (int): the run's optimizer updates: the freezing schedule follows its plan made for them
-                (``FreezePlan.for_run``: a plan from a config section; a schedule that does not depend on the run's
-                length, or a ``FreezeOpt`` given its own strategy, stays), and so does the ``FreezeOpt``
-                (``optimizer.plan``). Its tables are constants of the compiled step. Default None: keep the plan.
-            steps_per_epoch (int): calls of the cell per epoch, which the frozen-prefix cache needs to judge whether
-                it pays (``FrozenLevelRoute``). Default None: not given.
+            run (Run): ``boost_cells.Run(epochs, steps_per_epoch)``; epochs None where the loop does not know its
+                length (the plan then stays as it is).
+
+        Raises:
+            TypeError: ``run`` is not a ``boost_cells.Run``.
+
+        Warns:
+            BoostConfigWarning: a given ``grad_freeze.total_steps`` that differs from the run's updates.
         """
-        if total_steps is not None:
-            check(type(self).__name__, "total_steps", total_steps)
-            if self.freeze:
-                plan = self.freeze_plan.for_run(total_steps)
+        if not isinstance(run, Run):
+            raise TypeError(f"For '{type(self).__name__}.fit_to_run', 'run' must be a boost_cells.Run(epochs, "
+                            f"steps_per_epoch), but got {type(run).__name__}.")
+        updates = run.updates(self.max_accumulation_step)
+        if self.freeze and updates is not None:
+            plan = self.freeze_plan.in_run(updates)
+            if plan is not self.freeze_plan:
                 self.train_step.schedule.fit(plan)
                 self.optimizer.fit(plan)
+            else:
+                self._warn_run_differs(plan, run, updates)
             self._assumed_run = None
-        if steps_per_epoch is not None:
-            check(type(self).__name__, "steps_per_epoch", steps_per_epoch)
-            if self.level_route is not None:
-                self.level_route.fit_run(steps_per_epoch)
+        if self.level_route is not None:
+            self.level_route.fit_to_run(run)
+
+    def _warn_run_differs(self, plan, run, updates):
+        """One warning where ``plan`` (kept) was made for another number of updates than ``run`` has."""
+        what = run_differs(plan, updates)
+        if what is None:
+            return
+        counted = f"{run.epochs} epochs of {run.steps_per_epoch} steps"
+        if self.max_accumulation_step > 1:
+            counted += f", {self.max_accumulation_step} micro-steps per update"
+        warn_user(f"For '{type(self).__name__}', the freezing schedule was made for 'grad_freeze.total_steps' = "
+                  f"{plan.total_steps} updates, but the run has {updates} ({counted}). {what} A left-out "
+                  "'grad_freeze.total_steps' is set from the cell's first run (Model.train, fit_to_run); or set it "
+                  f"to {updates}.")
 
     def __call__(self, *inputs):
         if self._assumed_run is not None:

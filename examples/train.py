@@ -51,8 +51,8 @@ from mindspore.train import Callback, CheckpointConfig, ModelCheckpoint
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from boost_cells import AutoBoost, BoostConfig, BoostMonitor, Model, build_train_network
-from boost_cells.freezing import freeze_optimizer, run_updates, unfrozen
+from boost_cells import AutoBoost, BoostConfig, BoostMonitor, Model, Run, build_train_network
+from boost_cells.freezing import freeze_optimizer, unfrozen
 
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2
@@ -280,9 +280,7 @@ def train(args, rank, rank_count, log):
     # The run, as Model.train tells it: a freezing schedule whose config leaves grad_freeze.total_steps out is made
     # for the run's updates (else 65536 would be assumed), and a frozen-prefix cache, where switched on, judges
     # whether it pays by the steps of an epoch.
-    steps_per_epoch = len(x_train) // (args.batch_size * rank_count)
-    updates = run_updates(args.epochs, steps_per_epoch, config.accumulation_steps)
-    train_cell.fit_to_run(None if config.given("grad_freeze.total_steps") else updates, steps_per_epoch)
+    train_cell.fit_to_run(Run(args.epochs, len(x_train) // (args.batch_size * rank_count)))
     monitor = None
     if args.monitor is not None and rank == 0:
         monitor = BoostMonitor(args.monitor_interval, args.monitor, train_cell, print_fn=None)

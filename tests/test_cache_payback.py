@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mindspore import Tensor, nn
 
-from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell
+from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Run
 from boost_cells.freezing import GradientFreeze, freeze_optimizer
 from boost_cells.freezing.groups import stage_starts
 from boost_cells.freezing.payback import (FORWARD_SHARE, PRIOR_SAVING, Costs, cache_pays, cache_saving,
@@ -85,7 +85,7 @@ def test_the_cache_judges_its_payback(mode, case):
     net, cell = staged_cell()
     route = cell.level_route
     assert route.policy.cache == "auto" and route.cache is not None and route.state is None
-    cell.fit_to_run(steps_per_epoch=STEPS)
+    cell.fit_to_run(Run(None, STEPS))
     trace, caught = clocked_run(cell, shuffled_epochs(EPOCHS), seconds, compile_seconds)
     messages = [str(w.message) for w in caught]
     first_frozen = trace.index(1)
@@ -100,7 +100,7 @@ def test_the_cache_judges_its_payback(mode, case):
     assert ("cached" in trace) == (case != "fill_does_not_pay")
     assert route.caching == serving
     plain_net, plain = staged_cell(cache=False)
-    plain.fit_to_run(steps_per_epoch=STEPS)
+    plain.fit_to_run(Run(None, STEPS))
     for x, y in shuffled_epochs(EPOCHS):
         plain(x, y)
     for got, want in zip(net.trainable_params(), plain_net.trainable_params()):
@@ -112,7 +112,7 @@ def test_augmented_samples_are_found_before_anything_is_filled(graph_mode):
     the cache never fills, compiles nothing and says so once, before the front freezes (the probe's verdict comes at
     call STEPS + 1, the front freezes after update 4); the frozen steps run on the batch."""
     _, cell = staged_cell()
-    cell.fit_to_run(steps_per_epoch=STEPS)
+    cell.fit_to_run(Run(None, STEPS))
     trace, caught = clocked_run(cell, shuffled_epochs(EPOCHS, fresh=True), FAST, 1.0)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "will not fill" in messages[0] and "only 0%" in messages[0]
@@ -206,18 +206,18 @@ def test_a_resumed_run_decides_from_the_interrupted_runs_ledger(graph_mode, tmp_
     computes the same). With too few steps left for a refill it would not start, as the rule says."""
     batches = list(shuffled_epochs(EPOCHS))
     whole_net, whole = staged_cell()
-    whole.fit_to_run(steps_per_epoch=STEPS)
+    whole.fit_to_run(Run(None, STEPS))
     trace, _ = clocked_run(whole, batches, FAST, 1.0)
     stop = len(trace) - 5 * STEPS  # 20 steps left: a refill pays for itself again
     _, first = staged_cell()
-    first.fit_to_run(steps_per_epoch=STEPS)
+    first.fit_to_run(Run(None, STEPS))
     first_trace, _ = clocked_run(first, batches[:stop], FAST, 1.0)
     assert first_trace == trace[:stop] and first_trace[-1] == "cached"
     assert first.level_route.state.cache == "kept"
     path = str(tmp_path / "cache.ckpt")
     ms.save_checkpoint(first, path)
     net, resumed = staged_cell()
-    resumed.fit_to_run(steps_per_epoch=STEPS)
+    resumed.fit_to_run(Run(None, STEPS))
     assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
     resumed_trace, caught = clocked_run(resumed, batches[stop:], FAST, 1.0, seen={0, 1})
     assert resumed_trace == ["cached"] * (len(batches) - stop) and caught == []
@@ -257,7 +257,7 @@ def test_a_cache_that_does_not_pay_at_the_first_level_waits_for_a_deeper_one(gra
     serves the steps if it pays there, and otherwise steps aside with one warning giving level 2's figures."""
     level_2_seconds, warning = DEEPER[case]
     cell, epoch = staged_mlp(), 12
-    cell.fit_to_run(steps_per_epoch=epoch)
+    cell.fit_to_run(Run(None, epoch))
     batches = [data(call % epoch) for call in range(4 * epoch)]
     trace, caught = clocked_run(cell, batches, {0: 2.0, 1: 1.7, 2: level_2_seconds, "cached": 1.1}, 17.0)
     messages = [str(w.message) for w in caught]

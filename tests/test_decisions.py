@@ -9,6 +9,7 @@ import mindspore as ms
 import numpy as np
 import pytest
 
+from boost_cells import Run
 from boost_cells.freezing.decisions import Decision, DecisionLog, Figure
 from boost_cells.freezing.payback import Costs, layer_shares
 from boost_cells.freezing.plan import FreezePlan, auto_criterion
@@ -101,7 +102,7 @@ def cache_policy():
     """The policy over 3 levels with payback and the cache on "auto", an epoch of 12 steps, 40 updates in the run."""
     policy = FreezingPolicy(3, payback=True, cache="auto")
     plan = FreezePlan("auto", 3, 40, criterion=auto_criterion(40, 0.05, 0.1, 0.4))
-    return policy, policy.init(plan, steps_per_epoch=12)
+    return policy, policy.init(plan, Run(None, 12))
 
 
 def ask(policy, state, costs, level, steps_left):

@@ -335,8 +335,10 @@ def test_bad_arguments_name_the_argument():
         Run(0, 44)
     with pytest.raises(TypeError, match="For 'Run', 'steps_per_epoch' must be an int >= 1, but got 4.5"):
         Run(2, 4.5)
-    with pytest.raises(TypeError, match="For 'explain', 'run' must be a boost_cells.explain.Run or None"):
+    with pytest.raises(TypeError, match="For 'explain', 'run' must be a boost_cells.Run or None"):
         explain("configs/O1.json", (12, 44))
+    with pytest.raises(ValueError, match=r"For 'explain', 'run' must give its epochs"):
+        explain("configs/O1.json", Run(None, 44))
     with pytest.raises(ValueError, match="For 'explain', 'workers' must be an int >= 1, but got 0"):
         explain("configs/O1.json", workers=0)
 

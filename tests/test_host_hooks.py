@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mindspore import Tensor, nn
 
-from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt
+from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt, Run
 from boost_cells.freezing.cache_judge import RepeatWindow
 from boost_cells.host_hooks import FrozenLevelRoute
 from tests.helpers import shuffled_epochs
@@ -46,7 +46,7 @@ def weights(train_cell):
 
 def test_repeating_samples_keep_the_cache(graph_mode):
     trained = cell()
-    trained.fit_to_run(steps_per_epoch=STEPS)
+    trained.fit_to_run(Run(None, STEPS))
     assert train(trained, shuffled_epochs(4, fresh=False)) == []
     route = trained.level_route
     assert route.caching and route.aside is None and trained.prefix_cache.hits > 0
@@ -57,7 +57,7 @@ def test_changing_samples_drop_the_cache_once_and_train_as_freezing_alone(graph_
     before, so the cache drops itself (one warning naming the key); the run ends where freezing without the cache
     ends, bit for bit (no BatchNorm in the prefix)."""
     cached = cell()
-    cached.fit_to_run(steps_per_epoch=STEPS)
+    cached.fit_to_run(Run(None, STEPS))
     messages = train(cached, shuffled_epochs(4, fresh=True))
     assert len(messages) == 1 and "only 0% of the samples it looked up had been seen before" in messages[0]
     assert "'grad_freeze.cache_frozen_prefix'" in messages[0]
@@ -72,7 +72,7 @@ def test_an_epoch_that_cannot_fit_is_left_out_before_it_fills(graph_mode):
     """An epoch's 32 samples of 9000 float32 features at the frozen level need 1.1 MB: more than a cache_max_mb of 1
     once the first outputs show their size, so the cache drops itself after one batch."""
     trained = cell(max_mb=1, width=9000)
-    trained.fit_to_run(steps_per_epoch=STEPS)
+    trained.fit_to_run(Run(None, STEPS))
     messages = train(trained, shuffled_epochs(1, fresh=False))
     assert len(messages) == 1 and "'grad_freeze.cache_max_mb' (1 MB)" in messages[0]
     assert "32 samples need about 1 MB" in messages[0]
@@ -86,9 +86,13 @@ def test_without_the_epochs_length_the_cache_says_once_that_it_cannot_judge(grap
     assert trained.level_route.caching
 
 
-def test_the_steps_per_epoch_must_be_a_count():
-    with pytest.raises((TypeError, ValueError), match="steps_per_epoch"):
-        cell().fit_to_run(steps_per_epoch=0)
+def test_the_run_is_a_run_of_counts():
+    """``fit_to_run`` takes a ``boost_cells.Run``, whose counts are ints >= 1 (its epochs None where the loop does not
+    know its length); the old arguments (a step count) are refused, naming what it takes."""
+    with pytest.raises(ValueError, match="For 'Run', 'steps_per_epoch' must be an int >= 1, but got 0"):
+        Run(None, 0)
+    with pytest.raises(TypeError, match=r"fit_to_run', 'run' must be a boost_cells.Run\(epochs, steps_per_epoch\)"):
+        cell().fit_to_run(44)
 
 
 def test_the_repeat_window_opens_an_epoch_after_the_first_cached_step():
@@ -158,7 +162,7 @@ def test_the_ranks_must_be_given_the_same_steps_per_epoch_before_the_first_step(
     route = train_cell.level_route
     route.all_gather = OtherRankGives(theirs)
     if mine is not None:
-        train_cell.fit_to_run(steps_per_epoch=mine)
+        train_cell.fit_to_run(Run(None, mine))
     x, y = np.ones((ROWS, 4), np.float32), np.zeros((ROWS, 3), np.float32)
     if error is None:
         train_cell(Tensor(x), Tensor(y))

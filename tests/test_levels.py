@@ -9,7 +9,7 @@ import mindspore as ms
 import pytest
 from mindspore import Parameter, Tensor, nn, ops
 
-from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, GradientFreeze, Model, build_train_network
+from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, GradientFreeze, Model, Run, build_train_network
 from boost_cells.explain import explain
 from tests.helpers import freeze_config, linear_setup
 
@@ -91,7 +91,8 @@ def test_the_references_documented_gradient_freeze_example_runs():
 def test_a_loop_of_ones_own_says_once_that_it_assumes_the_runs_length():
     """build_train_network with a schedule that depends on the run and no total_steps: the first call warns, once,
     naming grad_freeze.total_steps and the update freezing may start at; a cell told its run (fit_to_run), or a config
-    that gives total_steps, says nothing."""
+    that gives total_steps, says nothing. The plan follows the one rule ``Model.train`` follows: made for the first
+    run told, kept (with a warning) for a later run of another length or a given total_steps that differs."""
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     x, y = (Tensor(np.ones((4, 4), np.float32)), Tensor(np.zeros((4, 3), np.float32)))
     config = freeze_config(param_groups=2, freeze_type=2)
@@ -111,9 +112,19 @@ def test_a_loop_of_ones_own_says_once_that_it_assumes_the_runs_length():
     said = messages(build())
     assert len(said) == 1 and "assumes a run of 65536 updates" in said[0] and "'grad_freeze.total_steps'" in said[0]
     told = build()
-    told.fit_to_run(30, steps_per_epoch=3)
+    told.fit_to_run(Run(10, 3))
     assert messages(told) == [] and told.freeze_plan.total_steps == 30
+    with pytest.warns(BoostConfigWarning, match=r"= 30 updates, but the run has 60 \(20 epochs of 3 steps\)"):
+        told.fit_to_run(Run(20, 3))  # a second run keeps the plan the first one fitted, as Model.train does
+    assert told.freeze_plan.total_steps == 30
+    unknown = build()
+    unknown.fit_to_run(Run(None, 3))  # a loop that does not know its length: the plan stays as assumed
+    assert len(messages(unknown)) == 1 and unknown.freeze_plan.total_steps == 65536
     config["grad_freeze"]["total_steps"] = 30
     assert messages(build()) == []
+    given = build()
+    with pytest.warns(BoostConfigWarning, match="made for 'grad_freeze.total_steps' = 30 updates, but the run has 12"):
+        given.fit_to_run(Run(4, 3))
+    assert given.freeze_plan.total_steps == 30
     _, net_with_loss, opt = linear_setup()
     assert messages(build_train_network(net_with_loss, opt, {"level": "O0"})) == []

@@ -12,7 +12,7 @@ the cache fills: one host-side policy decides both (``policy``), and each decisi
 (``decisions``). ``sequences`` holds the freezing types and the rules of the sequences drawn in advance.
 """
 from .groups import GradientFreeze, freeze_optimizer, split_layers
-from .plan import AutoCriterion, FreezePlan, auto_criterion, run_updates
+from .plan import AutoCriterion, FreezePlan, auto_criterion, run_differs
 from .prefix_cache import FrozenPrefixCache, PrefixSnapshot, Stages, split_stages, staged_network
 from .schedules import AutoSchedule, SequenceSchedule, make_schedule
 from .sequences import freeze_index_sequence
@@ -21,5 +21,5 @@ from .switch import FreezeSwitch, ScheduledStep
 
 __all__ = ["AutoCriterion", "AutoSchedule", "FreezeOpt", "FreezePlan", "FreezeSwitch", "FrozenPrefixCache",
            "GradientFreeze", "PrefixSnapshot", "ScheduledStep", "SequenceSchedule", "Stages", "auto_criterion",
-           "freeze_index_sequence", "freeze_optimizer", "make_schedule", "run_updates", "split_layers", "split_stages",
+           "freeze_index_sequence", "freeze_optimizer", "make_schedule", "run_differs", "split_layers", "split_stages",
            "staged_network", "unfrozen"]

@@ -3,7 +3,8 @@
 A ``FreezePlan`` is immutable. ``FreezePlan.from_section`` builds it from a ``grad_freeze`` config section and the
 run's length in updates; ``FreezePlan.from_sequence`` from the sequence a ``FreezeOpt`` was given. Every other part
 reads it: the schedule cells take their tables and constants from it (``schedules``), the train cell fits it to a
-run (``for_run``), and ``boost_cells.explain``, ``Model.train``'s log and every warning describe it. So a rule of a
+run (``in_run``), and ``boost_cells.explain``, ``Model.train``'s log and every warning describe it (``run_differs``:
+what a plan made for another run length does in a run). So a rule of a
 schedule (when it first freezes, which groups it freezes for good) is written here and nowhere else.
 
 Updates are counted as the schedule counts them: ``update`` is the number of optimizer updates applied before the
@@ -19,7 +20,7 @@ from types import MappingProxyType
 from .sequences import (CONTINUOUS, INTERVAL, PROGRESSIVE, continuous_cycle, freeze_index_sequence, is_automatic,
                         progressive_index, sequence_length)
 
-__all__ = ["AutoCriterion", "FreezePlan", "auto_criterion", "run_updates"]
+__all__ = ["AutoCriterion", "FreezePlan", "auto_criterion", "run_differs"]
 
 _KINDS = MappingProxyType({CONTINUOUS: "continuous", INTERVAL: "interval", PROGRESSIVE: "progressive"})
 
@@ -64,13 +65,6 @@ def auto_criterion(total_steps, interval_share, warmup_share, threshold, head_ra
                          head_ratio=float(head_ratio), loss_drop=float(loss_drop), last_fall=float(last_fall))
 
 
-def run_updates(epochs, steps_per_epoch, accumulation_steps):
-    """The optimizer updates of a whole run, counted from its start (a resumed run included): ``epochs *
-    steps_per_epoch`` steps, one update per ``accumulation_steps`` micro-steps (at least 1, the least
-    ``total_steps``)."""
-    return max(1, epochs * steps_per_epoch // accumulation_steps)
-
-
 @dataclasses.dataclass(frozen=True)
 class FreezePlan:
     """What a freezing schedule does over a run of ``total_steps`` updates.
@@ -86,7 +80,7 @@ class FreezePlan:
         criterion (AutoCriterion): the automatic schedule's constants; None for the other kinds.
         section (Mapping): the ``grad_freeze`` section it was made from; None for a given sequence.
         run_assumed (bool): ``total_steps`` was not given (the section's default, 65536, is assumed) and no run has
-            fitted the plan yet (``for_run``).
+            fitted the plan yet (``in_run``).
     """
 
     kind: str
@@ -118,6 +112,13 @@ class FreezePlan:
         """The plan of a sequence given to ``FreezeOpt`` (its ``train_strategy``), which no run changes."""
         sequence = tuple(int(index) for index in sequence)
         return cls("given", int(groups), len(sequence), sequence, bool(cyclic))
+
+    def in_run(self, updates):
+        """The plan a run of ``updates`` updates trains under, by the one rule the train cell (``fit_to_run``) and
+        ``explain`` share: made for the run where its length was assumed (``run_assumed``: the config left
+        ``total_steps`` out and no run fitted it yet), else this plan (a given ``total_steps``, or one an earlier run
+        fitted, stays: ``run_differs`` says what it then does in this run)."""
+        return self.for_run(updates) if self.run_assumed else self
 
     def for_run(self, updates):
         """This plan made for a run of ``updates`` updates, as ``Model.train`` fits a schedule whose config leaves
@@ -253,3 +254,77 @@ class FreezePlan:
     def sequence_length(total_steps):
         """The length of a sequence drawn for ``total_steps`` updates (``sequence_length``)."""
         return sequence_length(total_steps)
+
+
+def _first_frozen(freeze):
+    """The first update (from 0) of a sequence that trains from a group above 0, or None."""
+    return None if freeze.first_frozen_update is None else freeze.first_frozen_update - 1
+
+
+def _progressive_in_run(freeze, updates):
+    """What a progressive plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
+    start, deepest = _first_frozen(freeze), freeze.sequence.index(max(freeze.sequence))
+    stage = f"its deepest stage (training from group {max(freeze.sequence)} on)"
+    what = "The progressive schedule "
+    if start is None or start >= updates:
+        trained = freeze.length if start is None else start
+        what += f"trains every group for its first {trained} updates, so freezing never starts in this run."
+    elif deepest >= updates:
+        what += f"starts freezing at update {start + 1}, but the run ends before {stage}, from update {deepest + 1}."
+    elif freeze.total_steps < updates:
+        what += (f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}, so the run's "
+                 f"last {updates - deepest} updates all train that stage.")
+    else:
+        what += f"starts freezing at update {start + 1} and reaches {stage} at update {deepest + 1}."
+    fitted = freeze.for_run(updates).first_frozen_update
+    if fitted is not None:
+        what += f" Drawn for {updates} updates, it would start freezing at update {fitted}."
+    return what
+
+
+def _interval_in_run(freeze, updates):
+    """What an interval plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
+    length, start = freeze.length, _first_frozen(freeze)
+    drawn = f"int({freeze.total_steps} * 1.01) = {length}"
+    if start is None:
+        return f"Its interval sequence of {drawn} updates freezes nothing, so freezing never starts."
+    what = (f"Freezing starts at update {start + 1} all the same (the interval schedule freezes about 1 - freeze_p = "
+            f"{1 - freeze.section['freeze_p']:g} of the steps from the start), but ")
+    if length < updates:
+        return what + (f"its sequence of {drawn} updates is shorter than the run: after update {length} it starts "
+                       f"again from its first entry, so the run repeats the same pattern of frozen steps "
+                       f"{updates / length:.1f} times.")
+    return what + f"the run uses only the first {updates} of its {drawn} entries."
+
+
+def _every(interval):
+    """"every update" or "every N updates"."""
+    return "every update" if interval == 1 else f"every {interval} updates"
+
+
+def _automatic_in_run(freeze, updates):
+    """What the automatic plan made for ``freeze.total_steps`` updates does in a run of ``updates``."""
+    fitted = freeze.for_run(updates)
+    first = freeze.first_frozen_update
+    what = (f"The automatic schedule decides {_every(freeze.criterion.interval)} and freezes nothing before update "
+            f"{first}")
+    if first > updates:
+        what += ", so freezing never starts in this run."
+    else:
+        share = freeze.section["auto_warmup_share"]
+        what += f", {(first - 1) / updates:.0%} into this run rather than {share:.0%}."
+    return what + (f" Made for {updates} updates, it would decide {_every(fitted.criterion.interval)} from update "
+                   f"{fitted.first_frozen_update}.")
+
+
+def run_differs(freeze, updates):
+    """What the freezing plan ``freeze`` (made for ``freeze.total_steps`` updates) does in a run of ``updates``
+    updates, in words: when freezing starts in this run and when it would start if made for the run; None when the
+    two agree or the schedule does not depend on the run's length (``FreezePlan.depends_on_run``)."""
+    if not freeze.depends_on_run or freeze.total_steps == updates:
+        return None
+    if freeze.kind == "auto":
+        return _automatic_in_run(freeze, updates)
+    if freeze.kind == "progressive":
+        return _progressive_in_run(freeze, updates)
+    return _interval_in_run(freeze, updates)

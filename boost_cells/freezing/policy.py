@@ -1,7 +1,7 @@
 """The frozen levels' policy on the host: which levels the schedule may freeze to (payback) and what the frozen-prefix
 cache does (wait, fill, keep, drop), decided from the run's measured costs. One shape, as an optax transformation:
 
-    state = policy.init(plan, steps_per_epoch)
+    state = policy.init(plan, run)
     state, decisions = policy.update(state, observation)
 
 ``update`` is pure: from the state record (``PolicyState``) and what the route observed (``Observation``: the
@@ -144,12 +144,13 @@ class FreezingPolicy:
         self.levels, self.payback, self.cache = int(levels), bool(payback), cache
         self.accumulation = int(accumulation)
 
-    def init(self, plan, steps_per_epoch=None):
+    def init(self, plan, run=None):
         """The state at a run's start: the schedule's own levels allowed (the whole front's), the cache's first
-        phase; the run's updates from ``plan`` (a ``FreezePlan``), its calls per epoch (None: not given)."""
+        phase; the run's updates from ``plan`` (a ``FreezePlan``, fitted to the run), its calls per epoch from
+        ``run`` (a ``boost_cells.Run``; None: not given)."""
         cache = "off" if not self.cache else "undecided" if self.cache == "auto" else "on"
         return PolicyState(allowed=(self.levels - 1,), cache=cache, total_steps=plan.total_steps,
-                           steps_per_epoch=steps_per_epoch,
+                           steps_per_epoch=None if run is None else run.steps_per_epoch,
                            unpaid_from=(plan.first_frozen_update - plan.criterion.interval
                                         if plan.criterion is not None and plan.freezes else 0))
 
@@ -264,8 +265,8 @@ class FreezingPolicy:
             return self._drop(state, observation, (
                 f"The frozen-prefix cache ({_AUTO}) does not start: it cannot weigh whether it pays without the run's "
                 "steps per epoch (an epoch passes before a sample repeats). Give them with the train cell's "
-                "fit_to_run(total_steps, steps_per_epoch) before training (Model.train does), or set the key to true "
-                "to cache regardless."))
+                "fit_to_run(boost_cells.Run(epochs, steps_per_epoch)) before training (Model.train does), or set the "
+                "key to true to cache regardless."))
         if observation.repeats is None:  # the probe has not seen an epoch yet
             return state, ()
         fill = state.steps_per_epoch  # data-parallel too: the ranks share what they fill

@@ -14,7 +14,7 @@ from mindspore.communication import get_group_size
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from boost_cells import (  # noqa: E402
-    BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate)
+    BoostConfig, BoostTrainOneStepCell, BoostTrainOneStepWithLossScaleCell, DynamicLossScaleUpdate, Run)
 from boost_cells.freezing import GradientFreeze  # noqa: E402
 from tests.distributed.worker import ROWS, shard  # noqa: E402
 from tests.helpers import TanhMLP, clocked_run, freeze_config, init_data_parallel, scale_free_run  # noqa: E402
@@ -102,7 +102,7 @@ def cached_run(rank, size, cache, dealt=False):
     opt = freezing.freeze_generate(net, nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9))[1]
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     if dealt:
-        cell.fit_to_run(steps_per_epoch=2)
+        cell.fit_to_run(Run(None, 2))
     indices = []
     for step in range(8):
         indices.append(cell.train_step.current_index())
@@ -146,7 +146,7 @@ def scenario_freeze_cache_auto(rank, size):
                                  auto_loss_drop=0.0, auto_loss_last_fall=1.0, cache_frozen_prefix="auto")
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
-    cell.fit_to_run(steps_per_epoch=2)
+    cell.fit_to_run(Run(None, 2))
     seconds = {0: 1.0, 1: 0.7, "cached": 0.2 if rank == 0 else 0.9}
     trace, _ = clocked_run(cell, [shard(step % 2, rank, size) for step in range(32)], seconds, 0.5)
     state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names() if ".ledger." not in p.name}
