@@ -18,7 +18,7 @@ import numpy as np
 import mindspore as ms
 import o1_speedup as speedup  # puts the repository root on sys.path, for boost_cells below
 
-from boost_cells.freezing.prefix_cache import FrozenPrefixCache  # pylint: disable=wrong-import-order
+from boost_cells.freezing.host.prefix_cache import FrozenPrefixCache  # pylint: disable=wrong-import-order
 
 
 class SegmentTimer:

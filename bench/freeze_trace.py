@@ -28,7 +28,7 @@ from mindspore import nn
 from mindspore.train import Callback
 
 from boost_cells import Model
-from boost_cells.freezing.plan import auto_criterion
+from boost_cells.freezing.schedule.plan import auto_criterion
 
 with open(os.path.join(ROOT, "configs", "O1.json"), encoding="utf-8") as _handle:
     CONFIG = json.load(_handle)

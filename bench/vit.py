@@ -2,7 +2,7 @@
 ``vit`` and ``vit-finetune`` workloads).
 
 ``vit(...)`` is an ``nn.SequentialCell`` of ``depth + 2`` stages, as ``examples/train.py``'s ``resnet`` is, so that
-``boost_cells``' groups and its frozen-prefix cache cut it at stage boundaries (``boost_cells.freezing.groups``'s
+``boost_cells``' groups and its frozen-prefix cache cut it at stage boundaries (``boost_cells.freezing.suffixes.groups``'s
 ``stage_starts``, ``prefix_cache.staged_network``). Shapes, with N images of ``image x image`` pixels, ``patch x patch``
 patches, ``T = (image // patch) ** 2`` tokens of ``dim`` features:
 

@@ -6,7 +6,7 @@ is not "different"); and what each feature that is on will do. For gradient free
 freezing can start and whether the frozen-prefix cache applies and what it needs; then accumulation, AdaSum (and
 the data-parallel run it needs), LessBN, DimReduce, group loss scales and the ``"loss_scale"`` policy.
 ``summary(config, run=None)`` is the one-line version: the level, the features on, and when freezing can start.
-``run_differs(plan, updates)`` (``boost_cells.freezing.plan``'s) says what a freezing schedule made for another run
+``run_differs(plan, updates)`` (``boost_cells.freezing.schedule.plan``'s) says what a freezing schedule made for another run
 length does in a run: the text of the train cell's warning.
 
 A ``Run(epochs, steps_per_epoch)`` (``boost_cells.Run``) puts the schedule in that run's updates and epochs, counted as
@@ -23,7 +23,7 @@ import json
 from types import MappingProxyType
 
 from .config import FEATURES, BoostConfig, freeze_keys_unread
-from .freezing.plan import FreezePlan, run_differs
+from .freezing.schedule.plan import FreezePlan, run_differs
 from .run import Run
 from .rules import check
 from .updates.adasum import adasum_groups
@@ -307,7 +307,7 @@ BREAK_EVEN_COMPILES = (1, 3, 10)  # seconds: a compile on a fast machine, a typi
 
 def _break_even_lines(plan):
     """What a frozen level must save a step to repay its compile over the steps left at the first freezing decision
-    (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.payback``: ``steps_left * saving > compile``; the cache's
+    (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.host.payback``: ``steps_left * saving > compile``; the cache's
     ``(steps_left - an epoch) * saving > 2 * compile``), for compiles of ``BREAK_EVEN_COMPILES`` seconds; then what
     sink mode and a nested call do to payback and the cache. None without a run, or where nothing freezes in it."""
     first = plan.freeze.first_frozen_update

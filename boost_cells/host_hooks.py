@@ -22,9 +22,9 @@ import numpy as np
 from mindspore import Tensor, ops
 
 from .user_warnings import warn_user
-from .freezing.cache_judge import CacheJudge
-from .freezing.decisions import LOG, DecisionLog, schedule_decisions
-from .freezing.policy import FreezingPolicy, Observation, PolicyRecord
+from .freezing.host.cache_judge import CacheJudge
+from .freezing.host.decisions import LOG, DecisionLog, schedule_decisions
+from .freezing.host.policy import FreezingPolicy, Observation, PolicyRecord
 
 __all__ = ["FrozenLevelRoute", "HostHooks"]
 
@@ -96,7 +96,7 @@ class FrozenLevelRoute:
     ``cached[k]`` on the cached outputs of the stages before group ``k`` (``FrozenPrefixCache``, fingerprinted by
     sample). A step compiles when it first runs, so only the levels the schedule reaches compile.
 
-    What it decides is the policy's (``boost_cells.freezing.policy``: ``FreezingPolicy``, pure over one state
+    What it decides is the policy's (``boost_cells.freezing.host.policy``: ``FreezingPolicy``, pure over one state
     record): the route times every step (``CostLedger``, from one call's start to the next, by level), and every
     ``cadence`` calls asks the policy with what it observed (``Observation``: the updates, the level, the ledger's
     costs; data-parallel, the ranks' mean, an all-reduce at the same calls on every rank, so every rank decides

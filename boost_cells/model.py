@@ -15,7 +15,7 @@ Only ``train`` knows the run's length, which an interval, progressive or automat
 (``grad_freeze.total_steps``): the first ``train`` sets a left-out ``total_steps`` from its epochs and dataset and
 fits the train cell's schedule to it (``BoostTrainOneStepCell.fit_to_run``, handed the ``Run`` counted once), before
 anything of it was compiled or run; a given one that differs from the run is kept, with the cell's warning that says
-when freezing starts (``boost_cells.freezing.plan.run_differs``).
+when freezing starts (``boost_cells.freezing.schedule.plan.run_differs``).
 
 Then ``train`` logs what the boost config does in this run (``boost_cells.explain``), through the logger
 ``boost_cells.model``: one INFO line (the level, the features on, when freezing can start in the run) and the whole

@@ -22,8 +22,8 @@ from .user_warnings import warn_user
 from .distributed import parallel_info
 from .freezing import FreezeOpt, FreezeSwitch, FrozenPrefixCache, ScheduledStep, Stages, make_schedule, staged_network
 from .freezing import unfrozen
-from .freezing.ledger import CostLedger
-from .freezing.payback import layer_shares
+from .freezing.host.ledger import CostLedger
+from .freezing.host.payback import layer_shares
 from .host_hooks import FrozenLevelRoute
 from .scaling.overflow import with_unscale
 from .updates import AdaSumUpdate, ApplyGradients, GradientAccumulation, make_dim_reduce

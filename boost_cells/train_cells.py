@@ -19,8 +19,8 @@ from .config_in_force import latest_config
 from .diagnostics.overflow_locator import FirstOverflowReporter
 from .distributed import parallel_info
 from .freezing import FreezeOpt, freeze_optimizer, unfrozen
-from .freezing.decisions import schedule_decisions
-from .freezing.plan import run_differs
+from .freezing.host.decisions import schedule_decisions
+from .freezing.schedule.plan import run_differs
 from .host_hooks import HostHooks
 from .mindspore_internals import SkipUnchangedCompilePhase
 from .run import Run
@@ -275,13 +275,13 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
 
     @property
     def freeze_plan(self):
-        """The ``FreezePlan`` the freezing schedule follows (``boost_cells.freezing.plan``); None without freezing."""
+        """The ``FreezePlan`` the freezing schedule follows (``boost_cells.freezing.schedule.plan``); None without freezing."""
         return self.train_step.schedule.plan if self.freeze else None
 
     @property
     def decisions(self):
         """The freezing decisions of the run so far, in update order (a tuple of
-        ``boost_cells.freezing.decisions.Decision``; ``line()`` reads each as the log showed it): the automatic
+        ``boost_cells.freezing.host.decisions.Decision``; ``line()`` reads each as the log showed it): the automatic
         schedule's freezes (from its Parameters), and the host route's payback and cache decisions; () without
         freezing. A checkpoint holds them all, so a resumed run lists what the interrupted one decided."""
         if not self.freeze:

@@ -18,7 +18,7 @@ A page cites only what a reader of the repository can open: no link to a file ou
 path that leaves its root, an absolute path, a ``file:`` URL), and no mention of a ``.md``, ``.py`` or ``.json`` file
 that is not in it (``DESIGN.md``, ``notes/plan.py``), bare or in inline code. A mentioned name is in the repository
 when it is a path from the root or from the page's folder, the end of a path in the repository
-(``freezing/plan.py``), or, without a folder, the name of one of its files (``plan.py``). Not citations, so not
+(``freezing/schedule/plan.py``), or, without a folder, the name of one of its files (``plan.py``). Not citations, so not
 checked: another project's file given as the text of a link to where it lives (``[`mindcv/utils/x.py`](https://...)``);
 a name in quotes (a value of the code around it: ``overflow_report="overflow.json"``); a name a code block of the
 same page uses (the file its example writes or runs: ``my_script.py``); an excerpt marker's file (checked above).

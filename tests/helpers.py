@@ -384,7 +384,7 @@ def freeze_config(param_groups=3, freeze_type=0, freeze_p=0.5, total_steps=10, p
     for the schedules that read it (not the automatic one, where it would warn); ``payback`` for the automatic one,
     off by default here, so that what the schedule does never depends on this machine's clock (the payback tests
     set their own, tests/test_payback.py)."""
-    from boost_cells.freezing.sequences import is_automatic  # pylint: disable=import-outside-toplevel
+    from boost_cells.freezing.schedule.sequences import is_automatic  # pylint: disable=import-outside-toplevel
     config = {"boost": {"mode": "manual", "grad_freeze": True},
               "grad_freeze": {"param_groups": param_groups, "freeze_type": freeze_type, "total_steps": total_steps}}
     if not is_automatic(freeze_type):

@@ -14,8 +14,8 @@ from mindspore import Tensor, nn
 
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Run
 from boost_cells.freezing import GradientFreeze, freeze_optimizer
-from boost_cells.freezing.groups import stage_starts
-from boost_cells.freezing.payback import (FORWARD_SHARE, PRIOR_SAVING, Costs, cache_pays, cache_saving,
+from boost_cells.freezing.suffixes.groups import stage_starts
+from boost_cells.freezing.host.payback import (FORWARD_SHARE, PRIOR_SAVING, Costs, cache_pays, cache_saving,
                                          cache_saving_source, layer_shares)
 from tests.helpers import TanhMLP, auto_config, clocked_run, data, shuffled_epochs
 

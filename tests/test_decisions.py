@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from boost_cells import Run
-from boost_cells.freezing.decisions import Decision, DecisionLog, Figure
-from boost_cells.freezing.payback import Costs, layer_shares
-from boost_cells.freezing.plan import FreezePlan, auto_criterion
-from boost_cells.freezing.policy import FreezingPolicy, Observation, PolicyRecord, PolicyState
+from boost_cells.freezing.host.decisions import Decision, DecisionLog, Figure
+from boost_cells.freezing.host.payback import Costs, layer_shares
+from boost_cells.freezing.schedule.plan import FreezePlan, auto_criterion
+from boost_cells.freezing.host.policy import FreezingPolicy, Observation, PolicyRecord, PolicyState
 from tests.helpers import STEP_SECONDS, STEPS, SetClock, clocked_run, data, payback_cell
 
 

@@ -24,7 +24,7 @@ from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, 
 from boost_cells.__main__ import main
 from boost_cells.explain import Run, explain, summary
 from boost_cells.freezing import FreezePlan, auto_criterion, freeze_index_sequence
-from boost_cells.freezing.payback import Costs, cache_pays, paying_levels
+from boost_cells.freezing.host.payback import Costs, cache_pays, paying_levels
 from tests.launch import ROOT
 
 RUN = Run(epochs=12, steps_per_epoch=44)  # the digits workload of the benchmarks: 44 updates an epoch

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from boost_cells import BoostConfig
-from boost_cells.freezing.groups import split_layers
+from boost_cells.freezing.suffixes.groups import split_layers
 from tests.docs_check import code_blocks, commit_id_problems
 from tests.launch import ROOT
 

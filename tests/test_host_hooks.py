@@ -12,7 +12,7 @@ import pytest
 from mindspore import Tensor, nn
 
 from boost_cells import BoostConfigWarning, BoostTrainOneStepCell, FreezeOpt, Run
-from boost_cells.freezing.cache_judge import RepeatWindow
+from boost_cells.freezing.host.cache_judge import RepeatWindow
 from boost_cells.host_hooks import FrozenLevelRoute
 from tests.helpers import shuffled_epochs
 

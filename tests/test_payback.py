@@ -1,7 +1,7 @@
 """Payback: the automatic schedule freezes to the levels whose compile the run's steps left repay, from
 the run's own measured step and compile times, never from a constant fitted on one machine.
 
-The rule (``boost_cells.freezing.payback``) against its arithmetic written out; the ledger (``CostLedger``) against
+The rule (``boost_cells.freezing.host.payback``) against its arithmetic written out; the ledger (``CostLedger``) against
 the times it was given, through a checkpoint; and the whole loop on the TanhMLP with a clock the test sets, so no
 test depends on this machine's speed: where steps are dear and compiles cheap the front freezes group by group,
 where a compile costs more than one group's saving it freezes the whole front at once, and where no level repays its
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from boost_cells import BoostTrainOneStepCell
-from boost_cells.freezing.ledger import CostLedger
-from boost_cells.freezing.payback import PRIOR_SAVING, Costs, expected_saving, layer_shares, paying_levels
+from boost_cells.freezing.host.ledger import CostLedger
+from boost_cells.freezing.host.payback import PRIOR_SAVING, Costs, expected_saving, layer_shares, paying_levels
 from tests.helpers import (STEP_SECONDS, STEPS, SetClock, auto_config, clocked_run, data, mlp_setup,
                            numpy_auto_run, payback_cell, state)
 

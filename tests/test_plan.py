@@ -1,14 +1,14 @@
-"""The freezing plan (``boost_cells.freezing.plan``) says what the compiled step does: for every ``freeze_type`` and
+"""The freezing plan (``boost_cells.freezing.schedule.plan``) says what the compiled step does: for every ``freeze_type`` and
 for a ``FreezeOpt`` given its own strategy, the group each update trains from and the groups frozen for good equal
 what the train cell's schedule does step by step in GRAPH_MODE; the automatic schedule freezes only where the plan
-says it decides. Its facts are the rules of ``boost_cells.freezing.sequences``, checked here against them."""
+says it decides. Its facts are the rules of ``boost_cells.freezing.schedule.sequences``, checked here against them."""
 import numpy as np
 import pytest
 from mindspore import Tensor, nn
 
 from boost_cells import BoostTrainOneStepCell, FreezeOpt
 from boost_cells.freezing import FreezePlan, freeze_index_sequence
-from boost_cells.freezing.sequences import continuous_cycle, progressive_index
+from boost_cells.freezing.schedule.sequences import continuous_cycle, progressive_index
 from tests.helpers import TanhMLP, freeze_config
 
 STEPS = 14

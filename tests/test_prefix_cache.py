@@ -14,7 +14,7 @@ from mindspore import Tensor, nn
 import boost_cells.model
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model, build_train_network
 from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
-from boost_cells.freezing.prefix_cache import fingerprints
+from boost_cells.freezing.host.prefix_cache import fingerprints
 from tests.helpers import DataWrapperStandIn, freeze_config, weights_of
 
 ROOT = Path(__file__).resolve().parents[1]

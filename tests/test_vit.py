@@ -9,7 +9,7 @@ import pytest
 from mindspore import Tensor, nn
 
 from boost_cells import BoostConfig, build_train_network
-from boost_cells.freezing.groups import freeze_optimizer
+from boost_cells.freezing.suffixes.groups import freeze_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -18,7 +18,7 @@ be refused.
 """
 from mindspore import Parameter, ParameterTuple
 
-from ..mindspore_internals import forget_listed_parameter
+from ...mindspore_internals import forget_listed_parameter
 
 __all__ = ["share_state"]
 

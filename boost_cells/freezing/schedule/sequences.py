@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 
-from ..rules import check
+from ...rules import check
 
 __all__ = ["AUTO", "CONTINUOUS", "INTERVAL", "PROGRESSIVE", "check_freeze_args", "continuous_cycle",
            "freeze_index_sequence", "interval_indices", "is_automatic", "progressive_index", "sequence_length"]
@@ -83,7 +83,7 @@ def freeze_index_sequence(groups, freeze_type, freeze_p, total_steps, seed=0):
     check_freeze_args("GradientFreeze", freeze_type, freeze_p)
     if is_automatic(freeze_type):
         raise ValueError("For 'GradientFreeze', freeze_type 3 ('auto') has no sequence in advance: it decides while "
-                         "training (boost_cells.freezing.schedules.AutoSchedule).")
+                         "training (boost_cells.freezing.schedule.schedules.AutoSchedule).")
     groups = int(check("GradientFreeze", "param_groups", groups))
     total_steps = int(check("GradientFreeze", "total_steps", total_steps))
     length = sequence_length(total_steps)

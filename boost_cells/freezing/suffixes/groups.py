@@ -11,11 +11,11 @@ from types import MappingProxyType
 import numpy as np
 from mindspore.nn.optim import Optimizer
 
-from ..user_warnings import warn_user
-from ..rules import check
-from .plan import FreezePlan
-from .prefix_cache import staged_network
-from .sequences import check_freeze_args, freeze_index_sequence
+from ...user_warnings import warn_user
+from ...rules import check
+from ..schedule.plan import FreezePlan
+from ..host.prefix_cache import staged_network
+from ..schedule.sequences import check_freeze_args, freeze_index_sequence
 from .suffix_optimizers import FreezeOpt
 
 __all__ = ["GradientFreeze", "fit_groups", "freeze_optimizer", "split_layers"]
@@ -42,7 +42,7 @@ class GradientFreeze:
     Args:
         param_groups (int): number of train groups, >= 1. freeze_type (int): 0 continuous, 1 interval, 2
             progressive (see ``freeze_index_sequence``), 3 or "auto": the front freezes for good once settled
-            (``boost_cells.freezing.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of steps
+            (``boost_cells.freezing.schedule.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of steps
             that train every group. total_steps (int): the run's optimizer updates, >= 1 (``Model.train`` sets it
             from its run; a train cell whose config left it out says at its first call that it assumes 65536,
             unless something fitted it to its run: ``fit_to_run``). seed (int): the interval schedule's seed.
@@ -58,7 +58,7 @@ class GradientFreeze:
             fall of that mean exceeds this share of its whole fall since the first interval (a loss still falling
             steeply is a task still being learned; 1: no such condition).
             payback (bool): the automatic schedule freezes to the levels whose compile the run's steps left repay,
-            from the run's own measured step and compile times (``boost_cells.freezing.payback``; read by the train
+            from the run's own measured step and compile times (``boost_cells.freezing.host.payback``; read by the train
             cell); False: the whole front at once, that level compiled with the step, on every machine alike.
         cache_frozen_prefix (bool or str): True: cut the groups at the network's stage boundaries
             (``staged_network``), so that a train cell can cache the outputs of the groups frozen for good. "auto":

@@ -32,8 +32,8 @@ import xxhash
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from ..mindspore_internals import with_loss_cell_parts
-from ..rules import is_int
+from ...mindspore_internals import with_loss_cell_parts
+from ...rules import is_int
 
 __all__ = ["FrozenPrefixCache", "PrefixSnapshot", "StagedNetwork", "Stages", "fingerprints", "split_stages",
            "staged_network"]

@@ -11,7 +11,7 @@ the train cell.
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from ..mindspore_internals import SkipUnchangedCompilePhase
+from ...mindspore_internals import SkipUnchangedCompilePhase
 
 __all__ = ["AdvancingStep", "FreezeSwitch", "IndexedCellList", "ScheduledStep"]
 
@@ -34,7 +34,7 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
     """A step (``take``, in subclasses) followed by the schedule's ``advance`` over the updates it applied.
 
     Args:
-        schedule (Cell): the freezing schedule (``boost_cells.freezing.schedules``).
+        schedule (Cell): the freezing schedule (``boost_cells.freezing.schedule.schedules``).
         decides (bool): the schedule's decisions are taken in this step's graph (``advance``); False: it only
             counts (``count``), and whoever runs the step takes them (the host route). Default True.
 

@@ -27,7 +27,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
-from ..flat_vectors import flatten
+from ...flat_vectors import flatten
 
 __all__ = ["AutoSchedule", "SequenceSchedule", "make_schedule"]
 
