@@ -2,9 +2,9 @@
 ``vit`` and ``vit-finetune`` workloads).
 
 ``vit(...)`` is an ``nn.SequentialCell`` of ``depth + 2`` stages, as ``examples/train.py``'s ``resnet`` is, so that
-``boost_cells``' groups and its frozen-prefix cache cut it at stage boundaries (``boost_cells.freezing.suffixes.groups``'s
-``stage_starts``, ``prefix_cache.staged_network``). Shapes, with N images of ``image x image`` pixels, ``patch x patch``
-patches, ``T = (image // patch) ** 2`` tokens of ``dim`` features:
+``boost_cells``' groups and its frozen-prefix cache cut it at stage boundaries
+(``boost_cells.freezing.suffixes.groups``'s ``stage_starts``, ``prefix_cache.staged_network``). Shapes, with N images of
+``image x image`` pixels, ``patch x patch`` patches, ``T = (image // patch) ** 2`` tokens of ``dim`` features:
 
 - stage 0, ``PatchEmbedding``: (N, 1, image, image) -> (N, T, dim): a ``patch x patch`` convolution of stride
   ``patch`` (one dense map per patch), flattened to tokens, plus a learned position embedding (1, T, dim);

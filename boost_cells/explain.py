@@ -1,13 +1,13 @@
 """What a boost config will do, in words: for ``python -m boost_cells explain`` and ``Model.train``'s log.
 
 ``explain(config, run=None, workers=None)`` gives the lines of the summary: the resolved level and the six feature
-switches; each key the config gives that differs from its level's default (``BoostConfig.level``: a key left out
-is not "different"); and what each feature that is on will do. For gradient freezing: the schedule, the groups, when
-freezing can start and whether the frozen-prefix cache applies and what it needs; then accumulation, AdaSum (and
-the data-parallel run it needs), LessBN, DimReduce, group loss scales and the ``"loss_scale"`` policy.
-``summary(config, run=None)`` is the one-line version: the level, the features on, and when freezing can start.
-``run_differs(plan, updates)`` (``boost_cells.freezing.schedule.plan``'s) says what a freezing schedule made for another run
-length does in a run: the text of the train cell's warning.
+switches; each key the config gives that differs from its level's default (``BoostConfig.level``: a key left out is not
+"different"); and what each feature that is on will do. For gradient freezing: the schedule, the groups, when freezing
+can start and whether the frozen-prefix cache applies and what it needs; then accumulation, AdaSum (and the
+data-parallel run it needs), LessBN, DimReduce, group loss scales and the ``"loss_scale"`` policy. ``summary(config,
+run=None)`` is the one-line version: the level, the features on, and when freezing can start. ``run_differs(plan,
+updates)`` (``boost_cells.freezing.schedule.plan``'s) says what a freezing schedule made for another run length does in
+a run: the text of the train cell's warning.
 
 A ``Run(epochs, steps_per_epoch)`` (``boost_cells.Run``) puts the schedule in that run's updates and epochs, counted as
 ``Model.train`` counts them (``Run.updates``), along the train cell's own path (``FreezePlan.in_run``): a left-out

@@ -99,16 +99,17 @@ class FrozenLevelRoute:
     What it decides is the policy's (``boost_cells.freezing.host.policy``: ``FreezingPolicy``, pure over one state
     record): the route times every step (``CostLedger``, from one call's start to the next, by level), and every
     ``cadence`` calls asks the policy with what it observed (``Observation``: the updates, the level, the ledger's
-    costs; data-parallel, the ranks' mean, an all-reduce at the same calls on every rank, so every rank decides
-    alike); it applies the answer: the levels allowed (written into the schedule's graph, ``schedule.allow``), the
-    cache started or dropped, each decision logged once (``DecisionLog``) and warned where it leaves a feature out.
-    The cache's measured rules (``CacheJudge``: whether samples repeat, whether they fit ``cache_max_mb``) are
-    verdicts it hands the policy. Their rules need the run's steps per epoch (``fit_to_run``, the ``Run`` the train
-    cell's ``fit_to_run`` hands on; ``Model.train`` gives it, a loop of your own through the train cell); without it a cache switched on (true) keeps caching
-    and says once that it cannot judge, and one on "auto" does not start. Data-parallel, the ranks share the outputs
-    their caches compute over the epoch from the cache's first call at each level (``_exchange``, AllGather on the
-    world group), so each rank's cache holds every sample after that epoch, however the sampler deals the samples
-    out. The first step checks that every rank was given the same steps per epoch, at which those collectives fall.
+    costs; data-parallel, the ranks' mean, an all-reduce at the same calls on every rank, so every rank decides alike);
+    it applies the answer: the levels allowed (written into the schedule's graph, ``schedule.allow``), the cache started
+    or dropped, each decision logged once (``DecisionLog``) and warned where it leaves a feature out. The cache's
+    measured rules (``CacheJudge``: whether samples repeat, whether they fit ``cache_max_mb``) are verdicts it hands the
+    policy. Their rules need the run's steps per epoch (``fit_to_run``, the ``Run`` the train cell's ``fit_to_run``
+    hands on; ``Model.train`` gives it, a loop of your own through the train cell); without it a cache switched on
+    (true) keeps caching and says once that it cannot judge, and one on "auto" does not start. Data-parallel, the ranks
+    share the outputs their caches compute over the epoch from the cache's first call at each level (``_exchange``,
+    AllGather on the world group), so each rank's cache holds every sample after that epoch, however the sampler deals
+    the samples out. The first step checks that every rank was given the same steps per epoch, at which those
+    collectives fall.
 
     ``step_aside`` switches the whole route off (sink mode, where no host code runs between steps): the cell's own
     step (the freezing switch, with the levels it compiles without the host) then takes every step, and the
@@ -427,8 +428,8 @@ class FrozenLevelRoute:
                 self._unjudged_warned = True
                 warn_user("The frozen-prefix cache ('grad_freeze.cache_frozen_prefix') cannot judge whether it pays "
                           "(whether samples repeat, whether they fit 'grad_freeze.cache_max_mb') without the run's "
-                          "steps per epoch: it caches on. Give it with the train cell's fit_to_run(boost_cells.Run(epochs, "
-                          "steps_per_epoch)) before training (Model.train does).")
+                          "steps per epoch: it caches on. Give it with the train cell's "
+                          "fit_to_run(boost_cells.Run(epochs, steps_per_epoch)) before training (Model.train does).")
             return
         why = self.judge.after_step(self._calls - 1, level, rows, new_level, repeated, self.steps_per_epoch,
                                     self._reduce)

@@ -275,7 +275,8 @@ class BoostTrainOneStepCell(HostHooks, SkipUnchangedCompilePhase, nn.TrainOneSte
 
     @property
     def freeze_plan(self):
-        """The ``FreezePlan`` the freezing schedule follows (``boost_cells.freezing.schedule.plan``); None without freezing."""
+        """The ``FreezePlan`` the freezing schedule follows (``boost_cells.freezing.schedule.plan``); None without
+        freezing."""
         return self.train_step.schedule.plan if self.freeze else None
 
     @property

@@ -531,23 +531,22 @@ def auto_config(interval=INTERVAL, warmup=WARMUP, threshold=THRESHOLD, total_ste
 def numpy_auto_run(net, batches, lr=0.1, momentum=0.9, threshold=THRESHOLD, head_ratio=0.0, allowed=(2,),
                    allowed_from=0, loss_drop=0.0, last_fall=1.0, adam=False, skips=False):
     """Momentum (or, with ``adam``, MindSpore's Adam: beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected step size)
-    training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the
-    rule written out here: at the end of every interval (of INTERVAL updates, ending where the update count minus
-    WARMUP is a multiple of INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against
-    its weights' copy s from the decision before (the initial weights before the first); a segment is quiet when its
-    displacement is below ``threshold`` or below ``head_ratio`` times the head's (the last segment's), and has
-    settled when it was quiet at this decision and the one before; from WARMUP updates on, the settled segments
-    reach the first front segment from ``frozen`` on that has not settled (2 when both have), and ``frozen`` becomes
-    the deepest of the ``allowed`` levels within that reach, if deeper (the last group never freezes; by default
-    only level 2 is allowed: both front segments freeze together; none at a decision before update
-    ``allowed_from``); then the copies are taken again. With ``loss_drop`` above 0, nothing freezes at a decision
-    where the mean training loss of the interval's steps (each taken before its update) lies less than ``loss_drop``
-    of the first interval's mean below that first mean; with ``last_fall`` below 1, nothing freezes at a decision
-    before the second interval's, nor where the interval's mean lies more than ``last_fall`` of the whole fall
-    (first mean minus this one) below the previous interval's mean. With ``skips`` (the host route under payback), a decision
-    where none of the ``allowed`` levels is deeper than ``frozen``, or before ``allowed_from``, is not taken at all:
-    no copies, no displacement, the losses go on into the next one. Returns (the frozen count before each step, the
-    final parameters)."""
+    training of the TanhMLP where each step trains from group ``frozen`` on, and ``frozen`` follows the rule written out
+    here: at the end of every interval (of INTERVAL updates, ending where the update count minus WARMUP is a multiple of
+    INTERVAL), each segment's displacement |w - s| / |w| per 100 updates is measured against its weights' copy s from
+    the decision before (the initial weights before the first); a segment is quiet when its displacement is below
+    ``threshold`` or below ``head_ratio`` times the head's (the last segment's), and has settled when it was quiet at
+    this decision and the one before; from WARMUP updates on, the settled segments reach the first front segment from
+    ``frozen`` on that has not settled (2 when both have), and ``frozen`` becomes the deepest of the ``allowed`` levels
+    within that reach, if deeper (the last group never freezes; by default only level 2 is allowed: both front segments
+    freeze together; none at a decision before update ``allowed_from``); then the copies are taken again. With
+    ``loss_drop`` above 0, nothing freezes at a decision where the mean training loss of the interval's steps (each
+    taken before its update) lies less than ``loss_drop`` of the first interval's mean below that first mean; with
+    ``last_fall`` below 1, nothing freezes at a decision before the second interval's, nor where the interval's mean
+    lies more than ``last_fall`` of the whole fall (first mean minus this one) below the previous interval's mean. With
+    ``skips`` (the host route under payback), a decision where none of the ``allowed`` levels is deeper than ``frozen``,
+    or before ``allowed_from``, is not taken at all: no copies, no displacement, the losses go on into the next one.
+    Returns (the frozen count before each step, the final parameters)."""
     params = [p.asnumpy().astype(np.float64) for p in net.trainable_params()]
     velocity = [np.zeros_like(p) for p in params]
     second = [np.zeros_like(p) for p in params]  # Adam's second moment (velocity is its first)

@@ -1,7 +1,8 @@
-"""The freezing plan (``boost_cells.freezing.schedule.plan``) says what the compiled step does: for every ``freeze_type`` and
-for a ``FreezeOpt`` given its own strategy, the group each update trains from and the groups frozen for good equal
-what the train cell's schedule does step by step in GRAPH_MODE; the automatic schedule freezes only where the plan
-says it decides. Its facts are the rules of ``boost_cells.freezing.schedule.sequences``, checked here against them."""
+"""The freezing plan (``boost_cells.freezing.schedule.plan``) says what the compiled step does: for every
+``freeze_type`` and for a ``FreezeOpt`` given its own strategy, the group each update trains from and the groups frozen
+for good equal what the train cell's schedule does step by step in GRAPH_MODE; the automatic schedule freezes only where
+the plan says it decides. Its facts are the rules of ``boost_cells.freezing.schedule.sequences``, checked here against
+them."""
 import numpy as np
 import pytest
 from mindspore import Tensor, nn

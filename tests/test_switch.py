@@ -1,6 +1,6 @@
-"""The freezing switch (``boost_cells.freezing.schedule.switch``): it takes the step of the group the schedule trains from (in
-GRAPH_MODE one switch over the compiled branches, in PYNATIVE_MODE by reading the index), groups whose steps are one
-object share one branch, and it advances the schedule by the updates the step says it applied (0 keeps it)."""
+"""The freezing switch (``boost_cells.freezing.schedule.switch``): it takes the step of the group the schedule trains
+from (in GRAPH_MODE one switch over the compiled branches, in PYNATIVE_MODE by reading the index), groups whose steps
+are one object share one branch, and it advances the schedule by the updates the step says it applied (0 keeps it)."""
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype

@@ -1,8 +1,8 @@
 """The frozen-prefix cache's measured rules: whether its samples repeat and whether they fit its memory, which the
 frozen levels' route asks between steps (host-side). Each rule returns None (go on) or its verdict, a sentence that
 names the key and gives the measured figures; the route hands a verdict to the policy
-(``boost_cells.freezing.host.policy``), which drops the cache with it. Whether the cache pays for its compiles, waits for
-a deeper level or keeps its steps is the policy's. The rules need the run's steps per epoch.
+(``boost_cells.freezing.host.policy``), which drops the cache with it. Whether the cache pays for its compiles, waits
+for a deeper level or keeps its steps is the policy's. The rules need the run's steps per epoch.
 
 - Whether samples repeat, before it fills ("auto"; ``probe``): from the run's first call, before anything is
   frozen, the route shows it every batch; it keeps each sample's fingerprint (``fingerprints``, about 100 bytes of

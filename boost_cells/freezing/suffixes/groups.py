@@ -42,10 +42,10 @@ class GradientFreeze:
     Args:
         param_groups (int): number of train groups, >= 1. freeze_type (int): 0 continuous, 1 interval, 2
             progressive (see ``freeze_index_sequence``), 3 or "auto": the front freezes for good once settled
-            (``boost_cells.freezing.schedule.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of steps
-            that train every group. total_steps (int): the run's optimizer updates, >= 1 (``Model.train`` sets it
-            from its run; a train cell whose config left it out says at its first call that it assumes 65536,
-            unless something fitted it to its run: ``fit_to_run``). seed (int): the interval schedule's seed.
+            (``boost_cells.freezing.schedule.schedules.AutoSchedule``). freeze_p (float): in [0, 1], the fraction of
+            steps that train every group. total_steps (int): the run's optimizer updates, >= 1 (``Model.train`` sets it
+            from its run; a train cell whose config left it out says at its first call that it assumes 65536, unless
+            something fitted it to its run: ``fit_to_run``). seed (int): the interval schedule's seed.
         auto_interval_share (float): in (0, 1], the automatic schedule's interval between two decisions as a share
             of ``total_steps`` (at least 1 update). auto_warmup_share (float): in [0, 1), the share of
             ``total_steps`` trained whole before anything may freeze (rounded up to whole updates).

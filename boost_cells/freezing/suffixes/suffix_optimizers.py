@@ -1,12 +1,11 @@
 """The suffix optimizers of gradient freezing: one optimizer per trained suffix, all sharing the user's state.
 
-The parameters are split front to back into nested suffixes (group ``k`` = the layers from the ``k``-th boundary to
-the end; ``boost_cells.freezing.suffixes.groups``). A step that trains from group ``k`` updates only group ``k``'s parameters,
-with ``FreezeOpt.opts[k]``: the user's optimizer class and arguments over those parameters, re-pointed at the user's
-optimizer state (moments, ``global_step``, learning rate; ``shared_state``). So a frozen parameter and its state
-stay bit-identical while frozen, learning-rate schedules count every real update, and a checkpoint holds one set of
-optimizer state under the usual names.
-"""
+The parameters are split front to back into nested suffixes (group ``k`` = the layers from the ``k``-th boundary to the
+end; ``boost_cells.freezing.suffixes.groups``). A step that trains from group ``k`` updates only group ``k``'s
+parameters, with ``FreezeOpt.opts[k]``: the user's optimizer class and arguments over those parameters, re-pointed at
+the user's optimizer state (moments, ``global_step``, learning rate; ``shared_state``). So a frozen parameter and its
+state stay bit-identical while frozen, learning-rate schedules count every real update, and a checkpoint holds one set
+of optimizer state under the usual names. """
 from mindspore import Parameter, Tensor, nn
 from mindspore.common import dtype as mstype
 from mindspore.nn.optim import LARS, Optimizer
