@@ -119,12 +119,12 @@ def schedule_decisions(schedule):
         if criterion.loss_drop > 0 or criterion.last_fall < 1:
             figures += [Figure("first interval's mean loss", first), Figure("last interval's mean loss", last)]
         if criterion.loss_drop > 0:
-            fell = (first - last) / abs(first) if first else 0.0
+            fell = criterion.loss_fell(first, last) or 0.0
             figures.append(Figure("auto_loss_drop", criterion.loss_drop, "", "config"))
             reason += f"; the training loss fell {fell:.0%} from the first interval's (at least " \
                       f"{criterion.loss_drop:.0%} needed)"
         if criterion.last_fall < 1:
-            share = (previous - last) / (first - last) if first != last else 0.0
+            share = criterion.last_fall_share(first, last, previous) or 0.0
             figures += [Figure("the interval before's mean loss", previous),
                         Figure("auto_loss_last_fall", criterion.last_fall, "", "config")]
             reason += f"; the last interval's fall was {share:.0%} of its whole fall (at most " \

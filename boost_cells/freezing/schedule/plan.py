@@ -54,6 +54,19 @@ class AutoCriterion:
     loss_drop: float = 0.0
     last_fall: float = 1.0
 
+    @staticmethod
+    def loss_fell(first, last):
+        """The share by which the interval's mean training loss ``last`` lies below the first interval's ``first``
+        (what ``loss_drop`` bounds), or None where ``first`` is 0."""
+        return (first - last) / abs(first) if first else None
+
+    @staticmethod
+    def last_fall_share(first, last, previous):
+        """The share of the loss's whole fall since the first interval (``first - last``) that the last interval
+        made (``previous - last``; what ``last_fall`` bounds), or None where there was no fall to share."""
+        whole = first - last
+        return (previous - last) / whole if whole else None
+
 
 def auto_criterion(total_steps, interval_share, warmup_share, threshold, head_ratio=0.0, loss_drop=0.0,
                    last_fall=1.0):

@@ -395,10 +395,11 @@ class AutoSchedule(nn.Cell):
         state = {"freeze_displacement": [round(float(d), 6) for d in self.displacement.asnumpy()]}
         first, last, intervals, previous = (float(value) for value in self.loss.asnumpy())
         if self.loss_drop > 0:
-            state["freeze_loss_drop"] = round((first - last) / abs(first), 4) if intervals > 1 and first else None
+            fell = self.plan.criterion.loss_fell(first, last)
+            state["freeze_loss_drop"] = round(fell, 4) if intervals > 1 and fell is not None else None
         if self.last_fall < 1:
-            whole = first - last
-            state["freeze_loss_last_fall"] = round((previous - last) / whole, 4) if intervals > 1 and whole else None
+            share = self.plan.criterion.last_fall_share(first, last, previous)
+            state["freeze_loss_last_fall"] = round(share, 4) if intervals > 1 and share is not None else None
         return state
 
 
