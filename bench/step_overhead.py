@@ -4,6 +4,11 @@ GRAPH_MODE on CPU, two workloads (LeNet-5 on a batch of 32 1x32x32 images; a tin
 batch of 8, whose step takes about a millisecond) and two pairs:
 
 - ``O0``: ``BoostTrainOneStepCell(boost_config={"level": "O0"})`` vs ``nn.TrainOneStepCell``;
+- ``O1 route``: ``BoostTrainOneStepCell`` with ``configs/O1.json`` (gradient freezing, payback, the cache on "auto"; its
+  ``param_groups`` left out, so that the groups fit the network),
+  fitted to a run long enough that nothing freezes while it is timed, so every step is the frozen levels' route at
+  level 0 (its counting kernels, its ledger's clock, its host mirror), vs the O0 cell: what the route costs a step
+  where no level pays;
 - ``loss scale``: ``BoostTrainOneStepWithLossScaleCell`` with ``DynamicLossScaleUpdate(2**10, 2, 1000)`` vs the
   best loss-scaled step MindSpore itself runs on CPU (``nn.TrainOneStepWithLossScaleCell`` does not): the
   documented ``mindspore.amp.DynamicLossScaler`` + ``value_and_grad`` + ``all_finite`` step, compiled either as
@@ -23,6 +28,7 @@ Always exits 0: a benchmark reports, it does not fail.
 """
 import argparse
 import gc
+import json
 import os
 import statistics
 import sys
@@ -37,10 +43,17 @@ import mindspore.amp as amp  # noqa: E402
 from mindspore import Tensor, nn  # noqa: E402
 
 import boost_cells  # noqa: E402
+from msrun_launch import ROOT  # noqa: E402  (bench/ is the script's directory)
+
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from examples.train import resnet  # noqa: E402  pylint: disable=wrong-import-position
 
 SEED = 1
 LOSS_SCALE = 2.0 ** 10
-TARGETS = {"LeNet-5": 1.02, "MLP": 1.05}
+TARGETS = {"LeNet-5": 1.02, "MLP": 1.05, "ResNet-tiny": 1.02}
+O1_CONFIG = os.path.join(ROOT, "configs", "O1.json")
+UNFROZEN_RUN = boost_cells.Run(1000, 1000)  # its warm-up (a tenth of the run's updates) outlasts every timed step
 
 
 # ----------------------------------------------------------------------------------------------- workloads
@@ -101,7 +114,13 @@ class Workload:
         return net_with_loss, optimizer
 
 
-WORKLOADS = (Workload("LeNet-5", LeNet5, (1, 32, 32), 32), Workload("MLP", TinyMLP, (16,), 8))
+def tiny_resnet():
+    """bench/o1_speedup.py's truly launch-bound network: examples/train.py's ResNet, width 4, one block a stage."""
+    return resnet(width=4, blocks=1)
+
+
+WORKLOADS = (Workload("LeNet-5", LeNet5, (1, 32, 32), 32), Workload("MLP", TinyMLP, (16,), 8),
+             Workload("ResNet-tiny", tiny_resnet, (1, 8, 8), 32))
 
 
 # ----------------------------------------------------------------------------------------------- candidates
@@ -147,6 +166,20 @@ def ours_o0(workload):
     nwl, opt = workload.make()
     cell = boost_cells.BoostTrainOneStepCell(nwl, opt, boost_config={"level": "O0"})
     return Candidate("BoostTrainOneStepCell O0", cell, workload.inputs, opt)
+
+
+def ours_o1_route(workload):
+    """The O1 file's cell, fitted to ``UNFROZEN_RUN``: the frozen levels' route takes every step, at level 0 (None
+    where the network has too few layers for the file's freezing to build a route)."""
+    nwl, opt = workload.make()
+    with open(O1_CONFIG, encoding="utf-8") as handle:
+        config = json.load(handle)
+    del config["grad_freeze"]["param_groups"]  # the level's default, fitted to the network's layers
+    cell = boost_cells.BoostTrainOneStepCell(nwl, opt, boost_config=config)
+    cell.fit_to_run(UNFROZEN_RUN)
+    if cell.level_route is None or not cell.level_route.active:
+        return None
+    return Candidate("BoostTrainOneStepCell, configs/O1.json", cell, workload.inputs, opt)
 
 
 def nn_train_one_step(workload):
@@ -313,6 +346,17 @@ def _sacrificial_graph():
     return cand
 
 
+def route_pair(workload, rounds, block_s, instances, rows, target, log):
+    """Time the O1 file's route at level 0 against the O0 cell; add the row, return the cells to keep alive."""
+    ours, base = build_sides(workload, ours_o1_route, ours_o0, instances)
+    stats, steps = measure(ours, base, rounds, block_s)
+    if any(cand.call.level_route.schedule.frozen_for_good() for cand in ours):
+        raise RuntimeError("the O1 route froze a level while it was timed")
+    rows.append((workload.name, "O1 route", base[0].label, steps, stats, target))
+    log(f"  {workload.name:8s} O1 route    done ({steps} steps/block)")
+    return ours + base
+
+
 def run(rounds, block_s, instances, aa=False, log=print):
     """Measure every workload and pair; returns the table rows."""
     keep_alive = [_sacrificial_graph()]
@@ -333,7 +377,13 @@ def run(rounds, block_s, instances, aa=False, log=print):
         log(f"  {workload.name:8s} O0          done ({steps} steps/block)")
         keep_alive += ours + base
 
-        # Pair 2: loss scale vs the faster of MindSpore's functional loss-scaled steps (@ms.jit or Cell).
+        # Pair 2: the O1 file's route at level 0 vs the O0 cell, where the network has a route.
+        if ours_o1_route(workload) is None:
+            log(f"  {workload.name:8s} O1 route    n/a: too few layers for configs/O1.json to freeze, so no route")
+        else:
+            keep_alive += route_pair(workload, rounds, block_s, instances, rows, target, log)
+
+        # Pair 3: loss scale vs the faster of MindSpore's functional loss-scaled steps (@ms.jit or Cell).
         jit_side, cell_side = build_sides(workload, amp_jit_step, amp_cell_step, instances)
         sel, _ = measure(jit_side, cell_side, max(10, rounds // 3), block_s)
         base = jit_side if sel["ratio"] <= 1.0 else cell_side
