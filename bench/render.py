@@ -35,7 +35,15 @@ WORKLOADS = {
     "launch": ("Launch-bound", "A ResNet of width 8 (8 stages, BatchNorm) on scikit-learn's 8x8 digits, batch 32, "
                "12 epochs: kernel launches and compiles weigh most."),
     "tiny": ("Truly launch-bound", "A ResNet of width 4 with one block a stage (5 stages) on the 8x8 digits, batch 32, "
-             "12 epochs: a step of about 10 ms, where a few host reads or kernels a step show."),
+             "12 epochs: a step of about 10 ms, where a few host reads or kernels a step show. On this 2-core machine "
+             "a run's steps keep one of two speeds for the whole run, whatever the arm (the per-seed O0 step in the "
+             "results file), so the per-round ratios below scatter more widely than the arms differ. "
+             "`python bench/step_overhead.py` times what the route adds to a step where nothing freezes (its `O1 "
+             "route` pair: `configs/O1.json`'s cell at level 0 against the O0 cell, in interleaved blocks of one "
+             "process, which that scatter does not reach). The route's step is O0's graph with nine kernels more, "
+             "which count the updates and sum the interval's loss; the host's work a step is the ledger's clock and "
+             "a few integer comparisons, and with the cache on \"auto\" the cache's probe, which hashes each batch "
+             "of the first epoch and an eighth."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "

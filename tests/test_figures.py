@@ -77,8 +77,8 @@ def test_each_workload_level_shows_its_latest_day_only():
 def test_a_day_with_a_file_that_records_its_time_shows_that_file_alone():
     """Several runs of one workload and level on one day: the file written last stands (its ``time``), the files of
     that day that record no time give way to it, and one written earlier that day gives way too."""
-    same_day = next(record for record in RECORDS if record["workload"] == "compute"
-                    and any(c["level"] == "O1" for c in record["comparisons"]))
+    same_day = max((record for record in RECORDS if record["workload"] == "compute"
+                    and any(c["level"] == "O1" for c in record["comparisons"])), key=lambda record: record["date"])
     later, earlier = copy.deepcopy(same_day), copy.deepcopy(same_day)
     later["time"], earlier["time"] = "23:59:59", "23:59:58"
     for record, ratio in ((later, 8.88), (earlier, 7.77)):
