@@ -1,14 +1,15 @@
-"""Fixed per-step overhead of the boost_cells train cells against the best MindSpore baseline (issue 2).
+"""Fixed per-step overhead of the boost_cells train cells against the best MindSpore baseline.
 
-GRAPH_MODE on CPU, two workloads (LeNet-5 on a batch of 32 1x32x32 images; a tiny Dense 16->32->10 MLP on a
-batch of 8, whose step takes about a millisecond) and two pairs:
+GRAPH_MODE on CPU, three workloads (LeNet-5 on a batch of 32 1x32x32 images; a tiny Dense 16->32->10 MLP on a
+batch of 8, whose step takes about a millisecond; bench/o1_speedup.py's truly launch-bound ResNet, width 4 with one
+block a stage, on a batch of 32 1x8x8 images) and three pairs:
 
 - ``O0``: ``BoostTrainOneStepCell(boost_config={"level": "O0"})`` vs ``nn.TrainOneStepCell``;
 - ``O1 route``: ``BoostTrainOneStepCell`` with ``configs/O1.json`` (gradient freezing, payback, the cache on "auto"; its
-  ``param_groups`` left out, so that the groups fit the network),
-  fitted to a run long enough that nothing freezes while it is timed, so every step is the frozen levels' route at
-  level 0 (its counting kernels, its ledger's clock, its host mirror), vs the O0 cell: what the route costs a step
-  where no level pays;
+  ``param_groups`` left out, so that the groups fit the network), fitted to a run long enough that nothing freezes
+  while it is timed, so every step is the frozen levels' route at level 0 (its counting kernels, its ledger's clock,
+  its host mirror), vs the O0 cell: what the route costs a step where no level pays (the MLP has too few layers for
+  the file's freezing, so no route);
 - ``loss scale``: ``BoostTrainOneStepWithLossScaleCell`` with ``DynamicLossScaleUpdate(2**10, 2, 1000)`` vs the
   best loss-scaled step MindSpore itself runs on CPU (``nn.TrainOneStepWithLossScaleCell`` does not): the
   documented ``mindspore.amp.DynamicLossScaler`` + ``value_and_grad`` + ``all_finite`` step, compiled either as
