@@ -307,9 +307,10 @@ BREAK_EVEN_COMPILES = (1, 3, 10)  # seconds: a compile on a fast machine, a typi
 
 def _break_even_lines(plan):
     """What a frozen level must save a step to repay its compile over the steps left at the first freezing decision
-    (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.host.payback``: ``steps_left * saving > compile``; the cache's
-    ``(steps_left - an epoch) * saving > 2 * compile``), for compiles of ``BREAK_EVEN_COMPILES`` seconds; then what
-    sink mode and a nested call do to payback and the cache. None without a run, or where nothing freezes in it."""
+    (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.host.payback``:
+    ``steps_left * saving > compile``; the cache's ``(steps_left - an epoch) * saving > 2 * compile``), for compiles
+    of ``BREAK_EVEN_COMPILES`` seconds; then what sink mode and a nested call do to payback and the cache. None
+    without a run, or where nothing freezes in it."""
     first = plan.freeze.first_frozen_update
     if plan.run is None or first is None or first > plan.updates:
         return []
