@@ -7,7 +7,9 @@ The page is the current results, not a log: one table a workload (level, baselin
 accuracy and test loss change, seeds, machine balance, date), what was not measured, how to reproduce a row, and
 short method sections with no dated figure. A row is a comparison of a results file whose level the page names
 (``LEVELS``); where a workload, level and baseline were measured several times, the latest file's rows stand (by date,
-then by the time a file was written, where it records one) and the older ones stay in their files and in git. Nobody
+then by the time a file was written, where it records one), joined by the seeds that earlier files of the same commit
+and epochs measured and it did not (a run with ``--first-seed`` adds seeds to a row), and the older ones stay in their
+files and in git. Nobody
 edits the page by hand: ``tests/test_figures.py`` renders it and fails when the committed page is stale.
 
 A user page quotes the same figures through a region the renderer owns, between ``<!-- results: NAME -->`` and
@@ -103,7 +105,8 @@ def _speed_up(figures):
 def rows(records):
     """``[(record, comparison, figures)]`` the page shows: comparisons of the ``LEVELS`` against a ``BASES`` arm,
     refusing a workload ``WORKLOADS`` does not describe (its rows would otherwise vanish from the page),
-    each (workload, workers, base, level)'s latest only (``_written``); in ``LEVELS``' order, then stand-alone first,
+    each (workload, epochs, workers, base, level)'s latest only (``_written``, ``_row_key``), with the seeds earlier
+    files of its commit add (``_pooled``); in ``LEVELS``' order, then stand-alone first,
     then by date and file."""
     unknown = sorted({record["workload"] for record in records} - set(WORKLOADS))
     if unknown:
@@ -113,14 +116,38 @@ def rows(records):
              if comparison["level"] in LEVELS and comparison["base"] in BASES]
     latest = {}
     for record, comparison in shown:
-        key = (record["workload"], record["workers"], comparison["base"], comparison["level"])
-        latest[key] = max(latest.get(key, ("", "")), _written(record))
-    kept = [(record, comparison) for record, comparison in shown
-            if _written(record) == latest[(record["workload"], record["workers"], comparison["base"],
-                                           comparison["level"])]]
+        latest[_row_key(record, comparison)] = max(latest.get(_row_key(record, comparison), ("", "")),
+                                                   _written(record))
+    kept = [_pooled(record, comparison, shown) for record, comparison in shown
+            if _written(record) == latest[_row_key(record, comparison)]]
     order = list(LEVELS)
     kept.sort(key=lambda row: (order.index(row[1]["level"]), row[0]["workers"], row[0]["date"]))  # stable: file order
     return [(record, comparison, results.summary(comparison)) for record, comparison in kept]
+
+
+def _row_key(record, comparison):
+    """What a row stands for: a workload at a run length, its workers, a baseline and a level."""
+    return record["workload"], record["epochs"], record["workers"], comparison["base"], comparison["level"]
+
+
+def _pooled(record, comparison, shown):
+    """The row of ``comparison`` (of ``record``, the latest file of its workload, workers, base and level) with the
+    seeds of the earlier files of the same commit and epochs that it lacks (a later run's ``--first-seed`` adds
+    seeds to the row), and the machine balance their median; a seed run twice counts once, as the latest file gives
+    it. A transcribed file, or one without a commit, stands alone."""
+    if record.get("provenance") or not record["commit"]:
+        return record, comparison
+    seeds = {seed["seed"]: seed for seed in comparison["seeds"]}
+    for other, earlier in shown:
+        if (other is record or other.get("provenance") or other["commit"] != record["commit"]
+                or _written(other) > _written(record) or _row_key(other, earlier) != _row_key(record, comparison)):
+            continue
+        for seed in earlier["seeds"]:
+            seeds.setdefault(seed["seed"], seed)
+    if len(seeds) == len(comparison["seeds"]):
+        return record, comparison
+    pooled = [seeds[seed] for seed in sorted(seeds)]
+    return {**record, "balance": results.seeds_balance(pooled)}, {**comparison, "seeds": pooled}
 
 
 def _written(record):

@@ -115,6 +115,12 @@ def arm_measures(model, x_test, y_test):
             "decisions": decisions(model.train_network)}
 
 
+def seeds_balance(seeds):
+    """The machine balance of a row of ``seeds`` (seed records): the medians of their base arms' level-0 step (ms)
+    and first step, the compile (s); None where no seed measured one."""
+    return {key: _median(seed["balance"][key] for seed in seeds) for key in ("o0_step_ms", "first_compile_s")}
+
+
 def run_record(benchmark, command, root, workload, epochs, workers, rounds, base, arms, first_seed=0):
     """The record of one run: ``rounds`` (``[{arm: measures}]``, round r trained with seed ``first_seed + r``) of
     ``base`` against each of ``arms`` (each arm's ``level`` is its name: the results page groups rows by it)."""
@@ -123,8 +129,7 @@ def run_record(benchmark, command, root, workload, epochs, workers, rounds, base
     comparisons = [{"base": base, "arm": arm, "level": arm,
                     "seeds": [seed_record(first_seed + index, measures[base], measures[arm])
                               for index, measures in enumerate(rounds)]} for arm in arms]
-    balance = {key: _median(seed["balance"][key] for seed in comparisons[0]["seeds"]) if comparisons else None
-               for key in ("o0_step_ms", "first_compile_s")}
+    balance = seeds_balance(comparisons[0]["seeds"] if comparisons else [])
     return {"schema": SCHEMA, "benchmark": benchmark, "command": command, "commit": commit_id, "dirty": dirty,
             "date": now.strftime("%Y-%m-%d"), "time": now.strftime("%H:%M:%S"), "machine": machine(),
             "balance": balance, "workload": workload, "epochs": epochs, "workers": workers,
