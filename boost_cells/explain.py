@@ -23,6 +23,7 @@ import json
 from types import MappingProxyType
 
 from .config import FEATURES, BoostConfig, freeze_keys_unread
+from .freezing.host.payback import ENTRY_MARGIN
 from .freezing.schedule.plan import FreezePlan, run_differs
 from .run import Run
 from .rules import check
@@ -306,11 +307,11 @@ BREAK_EVEN_COMPILES = (1, 3, 10)  # seconds: a compile on a fast machine, a typi
 
 
 def _break_even_lines(plan):
-    """What a frozen level must save a step to repay its compile over the steps left at the first freezing decision
+    """What a frozen level must save a step to be allowed over the steps left at the first freezing decision
     (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.host.payback``:
-    ``steps_left * saving > compile``; the cache's ``(steps_left - an epoch) * saving > 2 * compile``), for compiles
-    of ``BREAK_EVEN_COMPILES`` seconds; then what sink mode and a nested call do to payback and the cache. None
-    without a run, or where nothing freezes in it."""
+    ``steps_left * saving > (1 + ENTRY_MARGIN) * compile`` for a level not allowed before; the cache's
+    ``(steps_left - an epoch) * saving > 2 * compile``), for compiles of ``BREAK_EVEN_COMPILES`` seconds; then what
+    sink mode and a nested call do to payback and the cache. None without a run, or where nothing freezes in it."""
     first = plan.freeze.first_frozen_update
     if plan.run is None or first is None or first > plan.updates:
         return []
@@ -318,11 +319,12 @@ def _break_even_lines(plan):
     fill = plan.run.steps_per_epoch
     cache = plan.freeze.may_cache
     lines = [f"  break-even: at the first decision, {plan.at(first)}, {_plural(left, 'step')} are left; a frozen "
-             "level repays its compile where it saves more a step than the compile over them (payback's rule: steps "
-             "left x saving > compile)" + ("; the cache, two compiles over the steps left after an epoch's fill:"
-                                          if cache else ":")]
+             f"level is allowed where it saves more a step than its compile and {ENTRY_MARGIN:.0%} over them "
+             f"(payback's rule: steps left x saving > {1 + ENTRY_MARGIN:g} x compile, where the margin keeps a level "
+             "near break-even from coming and going with the measured step)"
+             + ("; the cache, two compiles over the steps left after an epoch's fill:" if cache else ":")]
     columns = [("compile", [f"{seconds} s" for seconds in BREAK_EVEN_COMPILES]),
-               ("a frozen level must save", [f"{_milliseconds(seconds / left)} a step"
+               ("a frozen level must save", [f"{_milliseconds((1 + ENTRY_MARGIN) * seconds / left)} a step"
                                              for seconds in BREAK_EVEN_COMPILES])]
     if cache:
         columns.append(("the cache must save", [f"{_milliseconds(2 * seconds / (left - fill))} a step" if left > fill

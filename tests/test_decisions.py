@@ -136,6 +136,26 @@ def test_a_wait_for_a_deeper_level_has_a_deadline():
     assert decisions[0].warned
 
 
+def test_a_level_near_break_even_does_not_come_and_go_with_the_measured_step():
+    """Weighings whose full step moves level 2's gain (the prior, a ninth of the step over the steps left) to 1.1,
+    0.95, 1.1, 1.3, 1.1, 0.95 and 1.2 times its 1 s compile: it is allowed only at the 1.3 (beyond ``ENTRY_MARGIN``,
+    and its record says so), stays at the 1.1 after it and goes at the 0.95. Two decisions, where a rule without the
+    margin would take five, one at each crossing of 1.0."""
+    policy = FreezingPolicy(3, payback=True, cache=False)
+    state = policy.init(FreezePlan("auto", 3, 1000, criterion=auto_criterion(1000, 0.05, 0.1, 0.4)), Run(None, 12))
+    actions, allowed = [], []
+    for updates, ratio in zip(range(10, 80, 10), (1.1, 0.95, 1.1, 1.3, 1.1, 0.95, 1.2)):
+        step = ratio * 9 / (1000 - updates)  # gain = (1000 - updates) * step / 9 = ratio x the 1 s compile
+        costs = Costs(step={0: step}, compile={0: 1.0}, shares=layer_shares([1, 1, 1]))
+        state, decisions = policy.update(state, Observation(updates, 0, costs))
+        actions += [(updates, decision.action) for decision in decisions if decision.action.startswith("allowed")]
+        allowed.append(max(state.allowed))
+        if updates == 40:
+            assert "1.25 x its compile of about 1.00 s (ENTRY_MARGIN" in decisions[0].reason
+    assert actions == [(40, "allowed level 2"), (60, "allowed no deeper level")]
+    assert allowed == [0, 0, 0, 2, 2, 0, 0]
+
+
 def test_the_cache_keeps_its_steps_where_they_beat_the_batch_and_says_so():
     """After its fill the A/B: cached steps faster than the level's steps on the batch are kept (recorded, with both
     measured steps); slower ones drop the cache, with a warning."""

@@ -14,7 +14,8 @@ import pytest
 
 from boost_cells import BoostTrainOneStepCell
 from boost_cells.freezing.host.ledger import CostLedger
-from boost_cells.freezing.host.payback import PRIOR_SAVING, Costs, expected_saving, layer_shares, paying_levels
+from boost_cells.freezing.host.payback import (ENTRY_MARGIN, PRIOR_SAVING, Costs, expected_saving, layer_shares,
+                                               paying_levels)
 from tests.helpers import (STEP_SECONDS, STEPS, SetClock, auto_config, clocked_run, data, mlp_setup,
                            numpy_auto_run, payback_cell, state)
 
@@ -42,18 +43,32 @@ def test_a_level_pays_when_the_steps_left_repay_its_compile():
 
 def test_a_measured_level_replaces_the_prior_and_a_compiled_one_is_paid():
     """Level 1 measured at 0.7 s against 1.0 s: its saving is 0.3 s, level 2's is scaled from it by the shares
-    (0.6 s); once level 2 compiled (a resumed run counts it compiled too) its compile costs nothing more."""
+    (0.6 s), which pays against a 2 s compile from 7 steps left where it paid before, from 9 where it did not (the
+    entry margin); once level 2 compiled (a resumed run counts it compiled too) its compile costs nothing more."""
     costs = Costs(step={0: 1.0, 1: 0.7}, compile={0: 2.0, 1: 1.5}, shares=SHARES)
     assert expected_saving(costs, 1) == pytest.approx(0.3)
     assert expected_saving(costs, 2) == pytest.approx(0.6)
-    assert paying_levels(costs, 1, 6) == ()  # 6 * 0.3 = 1.8 < 2.0, the largest compile measured
-    assert paying_levels(costs, 1, 7) == (2,)  # 2.1 > 2.0
+    assert paying_levels(costs, 1, 6, paid=(2,)) == ()  # 6 * 0.3 = 1.8 < 2.0, the largest compile measured
+    assert paying_levels(costs, 1, 7, paid=(2,)) == (2,)  # 2.1 > 2.0
+    assert paying_levels(costs, 1, 8) == () and paying_levels(costs, 1, 9) == (2,)  # 2.4 and 2.7 against 1.25 x 2.0
     paid = Costs(step={0: 1.0, 1: 0.7}, compile={0: 2.0, 1: 1.5, 2: 2.0}, shares=SHARES)
     assert paying_levels(paid, 1, 1) == (2,)
     noisy = Costs(step={0: 1.0, 1: 0.4}, compile={0: 2.0, 1: 1.5}, shares=SHARES)  # level 1 saved over its share
     assert expected_saving(noisy, 2) == pytest.approx(2 / 3)  # capped at the full step's share, not 1.2 s
     slower = Costs(step={0: 1.0, 1: 1.1}, compile={0: 2.0, 1: 1.0}, shares=SHARES)
     assert expected_saving(slower, 1) == pytest.approx(-0.1) and paying_levels(slower, 0, 10 ** 6) == ()
+
+
+def test_a_level_not_allowed_before_must_repay_its_compile_by_the_entry_margin():
+    """Level 2's gain (the prior: 100 steps x a ninth of a 1 s step, 11.1 s) against a compile of 10 s, 8.5 s and
+    11.5 s: beyond ``1 + ENTRY_MARGIN`` times the compile a level comes, below that only one that paid at the last
+    weighing (``paid``) stays, and below the compile itself none does."""
+    gain = 100 * PRIOR_SAVING * 2 / 3
+    for compile_seconds, new, held in ((gain / 1.1, (), (2,)), (gain / 1.3, (2,), (2,)), (gain / 0.9, (), ())):
+        costs = Costs(step={0: 1.0}, compile={0: compile_seconds}, shares=SHARES)
+        assert paying_levels(costs, 0, 100) == new, compile_seconds
+        assert paying_levels(costs, 0, 100, paid=(2,)) == held, compile_seconds
+    assert ENTRY_MARGIN == pytest.approx(0.25)
 
 
 def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):

@@ -2,7 +2,7 @@
 
 A frozen level ``k`` (the first ``k`` groups frozen for good) saves every step the backward pass of those groups,
 and costs once the compile of its step. Going from the level trained now, ``current``, to ``k`` pays when the steps
-left times the saving it adds exceeds its compile:
+left times the saving it adds exceeds its compile (by ``ENTRY_MARGIN`` more for a level not allowed before):
 
     steps_left * (saving(k) - saving(current)) > compile(k)
 
@@ -21,6 +21,11 @@ second.
   where launches take most of a step, a level measured here saved a fifth of the full step per share (the
   launch-bound ResNet, 18 ms a step), where a compute-bound step saved more than a third. So the prior is a sixth,
   below the least measured, and a level compiles on it only where it surely pays; then its measurement takes over.
+- ``ENTRY_MARGIN``: both sides of the rule are measured on a loaded machine, and a level near break-even would be
+  allowed at one weighing and not at the next (the full step's median moved by a sixth within one truly launch-bound
+  run here, from 19.7 to 16.3 ms). So a level not allowed at the last weighing must repay its compile by a quarter
+  more, ``steps_left * gain > (1 + ENTRY_MARGIN) * compile(k)``, and one allowed there stays while it repays the
+  compile alone: a level comes only where it pays beyond that noise, and does not come and go with it.
 - ``compile(k)``: 0 once level ``k`` has compiled (paid; a resumed run counts it paid too, so it decides as the
   uninterrupted one did). Before, the run's first compile (the full step's, the largest graph of the run): a frozen
   level's step is a smaller graph, so the estimate is again on the safe side.
@@ -41,12 +46,13 @@ larger than it is).
 """
 import dataclasses
 
-__all__ = ["Costs", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving", "cache_saving_source",
-           "compile_estimate", "compile_source", "expected_saving", "largest_compile", "layer_shares", "paying_levels",
-           "saving_source"]
+__all__ = ["Costs", "ENTRY_MARGIN", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving",
+           "cache_saving_source", "compile_estimate", "compile_source", "entry_bar", "expected_saving",
+           "largest_compile", "layer_shares", "paying_levels", "saving_source"]
 
 PRIOR_SAVING = 1 / 6  # below the least share of the full step per share of layers a frozen level measured saving
 FORWARD_SHARE = 1 / 2  # a prefix's forward pass against its backward pass (one product a layer against two)
+ENTRY_MARGIN = 1 / 4  # how much more than its compile a level not yet allowed must repay (the measured step's noise)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,18 +144,25 @@ def compile_estimate(costs, level):
     return largest_compile(costs)
 
 
-def paying_levels(costs, current, steps_left):
+def paying_levels(costs, current, steps_left, paid=()):
     """The frozen levels above ``current`` that pay within ``steps_left`` steps (a tuple, increasing): those where
-    ``steps_left * (saving(k) - saving(current)) > compile(k)``; () until the full step and a compile are measured."""
+    ``steps_left * (saving(k) - saving(current))`` exceeds ``entry_bar(k, paid)`` times ``compile(k)``, ``paid`` being
+    the levels that paid at the last weighing; () until the full step and a compile are measured."""
     now = expected_saving(costs, current)
     if now is None:
         return ()
     paying = []
     for level in range(current + 1, len(costs.shares)):
         saving, compile_seconds = expected_saving(costs, level), compile_estimate(costs, level)
-        if compile_seconds is not None and steps_left * (saving - now) > compile_seconds:
+        if compile_seconds is not None and steps_left * (saving - now) > entry_bar(level, paid) * compile_seconds:
             paying.append(level)
     return tuple(paying)
+
+
+def entry_bar(level, paid):
+    """How many times its compile ``level`` must repay: 1 where it paid at the last weighing (in ``paid``), else
+    ``1 + ENTRY_MARGIN``."""
+    return 1.0 if level in paid else 1.0 + ENTRY_MARGIN
 
 
 def cache_saving(costs, level):

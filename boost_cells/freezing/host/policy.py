@@ -24,7 +24,7 @@ import dataclasses
 
 from .decisions import Decision, Figure, JsonParameter
 from .payback import (Costs, cache_pays, cache_saving, cache_saving_source, compile_estimate, compile_source,
-                      expected_saving, largest_compile, paying_levels, saving_source)
+                      entry_bar, expected_saving, largest_compile, paying_levels, saving_source)
 
 __all__ = ["CACHE_PHASES", "FreezingPolicy", "Observation", "PolicyRecord", "PolicyState"]
 
@@ -206,7 +206,7 @@ class FreezingPolicy:
         """The levels that pay in the steps left allowed; a record where they changed, and one (warned) where none
         pays before the front is due to freeze."""
         costs, level, updates = observation.costs, observation.level, observation.updates
-        paying = paying_levels(costs, level, steps_left)
+        paying = paying_levels(costs, level, steps_left, state.paying)
         allowed = tuple(k for k in range(self.levels) if k <= level or k in paying)
         decisions = ()
         if paying != tuple(k for k in state.paying if k > level):  # not merely a level reached since
@@ -219,8 +219,8 @@ class FreezingPolicy:
         why = (f"Gradient freezing does not pay in this run ('grad_freeze.payback'): at update {updates} of "
                f"{state.total_steps}, a step costs {costs.step[0] * 1e3:.1f} ms and a frozen level's compile "
                f"about {compile_estimate(costs, level + 1):.2f} s, so no level's saving over the {steps_left} "
-               "steps left repays its compile. The run trains every group, as O0 does, while that holds; set "
-               "'grad_freeze.payback' to false to freeze regardless.")
+               f"steps left repays {_bar(level + 1, state.paying)}. The run trains every group, as O0 does, while "
+               "that holds; set 'grad_freeze.payback' to false to freeze regardless.")
         unpaid = self._decision(state, observation, "payback", "no level pays", why,
                                 self._payback_figures(costs, level, level + 1, steps_left), warned=True)
         return dataclasses.replace(state, unpaid_said=True), decisions + (unpaid,)
@@ -233,11 +233,13 @@ class FreezingPolicy:
             deepest = max(paying)
             gain = steps_left * (expected_saving(costs, deepest) - expected_saving(costs, level))
             action = f"allowed level{'s' if len(paying) > 1 else ''} {', '.join(map(str, paying))}"
-            reason = (f"level {deepest} pays: {steps_left} steps left x its saving a step = {gain:.2f} s > its "
-                      f"compile, about {compile_estimate(costs, deepest):.2f} s")
+            reason = (f"level {deepest} pays: {steps_left} steps left x its saving a step = {gain:.2f} s > "
+                      f"{_bar(deepest, state.paying, compile_estimate(costs, deepest))}")
         else:
             action, deepest = "allowed no deeper level", level + 1
-            reason = f"no level above {level} repays its compile in the {steps_left} steps left"
+            held = [k for k in state.paying if k > level]
+            reason = (f"no level above {level} repays its compile in the {steps_left} steps left" if held else
+                      f"no level above {level} repays {_bar(deepest, ())} in the {steps_left} steps left")
         return self._decision(state, observation, "payback", action, reason,
                               self._payback_figures(costs, level, deepest, steps_left))
 
@@ -341,6 +343,16 @@ class FreezingPolicy:
         reason = f"at frozen level {level} a step it served whole was faster than a step on the batch"
         return (dataclasses.replace(state, cache="kept"),
                 (self._decision(state, observation, "cache", "cache: keep", reason, figures),))
+
+
+def _bar(level, paid, seconds=None):
+    """What ``level`` must repay, in words (with its compile's ``seconds`` where given): its compile where it paid at
+    the last weighing (in ``paid``), else that and ``ENTRY_MARGIN`` more."""
+    about = "" if seconds is None else f" of about {seconds:.2f} s"
+    if entry_bar(level, paid) == 1.0:
+        return f"its compile{about}"
+    return (f"{entry_bar(level, paid):g} x its compile{about} (ENTRY_MARGIN: a level not allowed before must repay "
+            f"{entry_bar(level, paid) - 1:.0%} more)")
 
 
 class PolicyRecord(JsonParameter):
