@@ -11,10 +11,10 @@ writes the allowed levels into the schedule's graph, starts or drops the cache, 
 one leaves out a feature the config switched on (``Decision.warned``). A checkpoint holds the state record as JSON
 (``PolicyRecord``), so a resumed run goes on from what the interrupted one decided.
 
-The rules (``payback``): a level is allowed where the steps left repay its compile; the cache fills at a frozen
-level where the steps left after its fill repay its two compiles, waits for a deeper allowed level while a fill
-there can still pay (its deadline), and after its fill stays only where its whole steps beat the level's steps on
-the batch (the A/B). Its measured rules (memory, whether samples repeat: ``cache_judge``) are verdicts the route
+The rules (``payback``): a level is allowed where the steps left repay its compile (by ``ENTRY_MARGIN`` more where
+the last weighing did not allow it); the cache fills at a frozen level where the steps left after its fill repay its
+two compiles, waits for a deeper allowed level while a fill there can still pay (its deadline), and after its fill
+stays only where its whole steps beat the level's steps on the batch (the A/B). Its measured rules (memory, whether samples repeat: ``cache_judge``) are verdicts the route
 observes; a verdict drops it.
 
 Where no host runs between steps (sink mode, a nested graph) there is no policy: the route steps aside
