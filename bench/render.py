@@ -131,14 +131,14 @@ def _row_key(record, comparison):
 
 
 def _pooled(record, comparison, shown):
-    """The row of ``comparison`` (of ``record``, the latest file of its workload, workers, base and level) with the
-    seeds of the earlier files of the same commit and epochs that it lacks (a later run's ``--first-seed`` adds
-    seeds to the row), and the machine balance their median; a seed run twice counts once, as the latest file gives
-    it. A transcribed file, or one without a commit, stands alone."""
+    """The row of ``comparison`` (of ``record``, the latest file of its ``_row_key``) with the seeds of the earlier
+    files of the same commit that it lacks (a later run's ``--first-seed`` adds seeds to the row), and the machine
+    balance their median; a seed run twice counts once, as the latest file that ran it gives it. A transcribed file,
+    or one without a commit, stands alone."""
     if record.get("provenance") or not record["commit"]:
         return record, comparison
     seeds = {seed["seed"]: seed for seed in comparison["seeds"]}
-    for other, earlier in shown:
+    for other, earlier in sorted(shown, key=lambda row: _written(row[0]), reverse=True):
         if (other is record or other.get("provenance") or other["commit"] != record["commit"]
                 or _written(other) > _written(record) or _row_key(other, earlier) != _row_key(record, comparison)):
             continue

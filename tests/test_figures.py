@@ -92,9 +92,9 @@ def test_a_day_with_a_file_that_records_its_time_shows_that_file_alone():
 
 
 def test_a_later_run_of_the_same_commit_adds_its_seeds_to_the_row():
-    """A run with ``--first-seed`` (seeds 2 and 3 after a run of 0 and 1) joins the earlier file's row where both
-    ran the same commit and epochs: four seeds, the median of the four ratios, the balance the four seeds' median. A
-    seed both ran counts once, as the later file gives it; another commit's file stays out."""
+    """A run with ``--first-seed`` (seeds 2 and 3 after runs of 0 and 1, and of 1 again) joins the earlier files'
+    row where all ran the same commit and epochs: four seeds, the median of the four ratios, the balance the four
+    seeds' median. A seed run twice counts once, as the later file gives it; another commit's file stays out."""
     def run(seeds, ratio, step, time, commit="abc1234"):
         record = copy.deepcopy(next(record for record in RECORDS if record["workload"] == "compute"
                                     and not record.get("provenance")))
@@ -105,15 +105,16 @@ def test_a_later_run_of_the_same_commit_adds_its_seeds_to_the_row():
         record.update(comparisons=[comparison], date="2099-01-01", time=time, commit=commit)
         return record
 
-    first, second = run([0, 1], 1.10, 100.0, "01:00:00"), run([1, 2, 3], 1.50, 300.0, "02:00:00")
-    (record, comparison, figures), = [row for row in render.rows(RECORDS + [first, second])
-                                      if row[0]["date"] == "2099-01-01"]
+    first, middle = run([0, 1], 1.10, 100.0, "01:00:00"), run([1], 1.30, 200.0, "01:30:00")
+    last = run([2, 3], 1.50, 300.0, "02:00:00")
+    (record, _, figures), = [row for row in render.rows(RECORDS + [first, middle, last])
+                             if row[0]["date"] == "2099-01-01"]
     assert figures["seeds"] == [0, 1, 2, 3]
-    assert figures["round_ratios"] == [1.10, 1.50, 1.50, 1.50] and figures["ratio"] == 1.50
-    assert record["balance"]["o0_step_ms"] == 300.0 and record["time"] == "02:00:00"
+    assert figures["round_ratios"] == [1.10, 1.30, 1.50, 1.50] and figures["ratio"] == pytest.approx(1.40)
+    assert record["balance"]["o0_step_ms"] == 250.0 and record["time"] == "02:00:00"
     other = run([0, 1], 1.10, 100.0, "01:00:00", commit="def5678")
-    (_, _, figures), = [row for row in render.rows(RECORDS + [other, second]) if row[0]["date"] == "2099-01-01"]
-    assert figures["seeds"] == [1, 2, 3]
+    (_, _, figures), = [row for row in render.rows(RECORDS + [other, last]) if row[0]["date"] == "2099-01-01"]
+    assert figures["seeds"] == [2, 3]
 
 
 def test_a_workload_the_page_does_not_describe_is_refused_not_dropped():
