@@ -14,8 +14,8 @@ one leaves out a feature the config switched on (``Decision.warned``). A checkpo
 The rules (``payback``): a level is allowed where the steps left repay its compile (by ``ENTRY_MARGIN`` more where
 the last weighing did not allow it); the cache fills at a frozen level where the steps left after its fill repay its
 two compiles, waits for a deeper allowed level while a fill there can still pay (its deadline), and after its fill
-stays only where its whole steps beat the level's steps on the batch (the A/B). Its measured rules (memory, whether samples repeat: ``cache_judge``) are verdicts the route
-observes; a verdict drops it.
+stays only where its whole steps beat the level's steps on the batch (the A/B). Its measured rules (memory, whether
+samples repeat: ``cache_judge``) are verdicts the route observes; a verdict drops it.
 
 Where no host runs between steps (sink mode, a nested graph) there is no policy: the route steps aside
 (``Observation.aside``) and the schedule's in-graph decision freezes by the same settled rule, the whole front at once.
