@@ -152,6 +152,8 @@ def test_a_level_near_break_even_does_not_come_and_go_with_the_measured_step():
         allowed.append(max(state.allowed))
         if updates == 40:
             assert "1.25 x its compile of about 1.00 s (ENTRY_MARGIN" in decisions[0].reason
+        if updates == 60:  # level 2 failed the compile, level 1 (never allowed) the margin
+            assert "repays its compile (a level allowed before) or 1.25 x its compile" in decisions[0].reason
     assert actions == [(40, "allowed level 2"), (60, "allowed no deeper level")]
     assert allowed == [0, 0, 0, 2, 2, 0, 0]
 

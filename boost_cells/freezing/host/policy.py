@@ -237,9 +237,8 @@ class FreezingPolicy:
                       f"{_bar(deepest, state.paying, compile_estimate(costs, deepest))}")
         else:
             action, deepest = "allowed no deeper level", level + 1
-            held = [k for k in state.paying if k > level]
-            reason = (f"no level above {level} repays its compile in the {steps_left} steps left" if held else
-                      f"no level above {level} repays {_bar(deepest, ())} in the {steps_left} steps left")
+            held = "its compile (a level allowed before) or " if any(k > level for k in state.paying) else ""
+            reason = f"no level above {level} repays {held}{_bar(deepest, ())} in the {steps_left} steps left"
         return self._decision(state, observation, "payback", action, reason,
                               self._payback_figures(costs, level, deepest, steps_left))
 
