@@ -116,8 +116,8 @@ def rows(records):
              if comparison["level"] in LEVELS and comparison["base"] in BASES]
     latest = {}
     for record, comparison in shown:
-        latest[_row_key(record, comparison)] = max(latest.get(_row_key(record, comparison), ("", "")),
-                                                   _written(record))
+        key = _row_key(record, comparison)
+        latest[key] = max(latest.get(key, ("", "")), _written(record))
     kept = [_pooled(record, comparison, shown) for record, comparison in shown
             if _written(record) == latest[_row_key(record, comparison)]]
     order = list(LEVELS)
