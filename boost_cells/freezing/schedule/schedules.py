@@ -207,6 +207,8 @@ class AutoSchedule(nn.Cell):
         self.levels = Tensor(np.arange(self.groups, dtype=np.int32))
         self.head = _int32(self.groups - 1)
         self.zero = Tensor(0.0, mstype.float32)
+        self.one = Tensor(1.0, mstype.float32)
+        self.no_loss = Tensor(np.zeros(2, np.float32))
         self.hyper_map = ops.HyperMap()
         watched = self.groups if plan.criterion.head_ratio > 0 else self.groups - 1
         segments = [[w for w in weights if self.segment_of[id(w)] == g] for g in range(watched)]
@@ -267,12 +269,12 @@ class AutoSchedule(nn.Cell):
     def _count(self, applied, loss):
         """The updates applied and the interval's loss sum (None without a loss condition) after this step, assigned;
         ``(updates, summed, token)``."""
-        updates = self.updates + applied
-        token = ops.assign(self.updates, updates)
+        updates = ops.assign_add(self.updates, applied)
+        token = updates
         summed = None
         if self.tracks_loss:
-            summed = self._summed_loss(loss)
-            token = ops.depend(token, ops.assign(self.loss_sum, summed))
+            summed = ops.assign_add(self.loss_sum, self._loss_counted(loss))
+            token = ops.depend(token, summed)
         return updates, summed, token
 
     def decision_cell(self):
@@ -291,12 +293,13 @@ class AutoSchedule(nn.Cell):
         summed = self.loss_sum + 0.0 if self.tracks_loss else None
         return self._decide(self.updates + 0, summed)
 
-    def _summed_loss(self, loss):
-        """The interval's training-loss sum and count (float32, (2,)) with this step's loss (its mean, float32)
-        added where finite."""
-        value = ops.reduce_mean(ops.cast(loss, mstype.float32))
-        finite = ops.isfinite(value)
-        return self.loss_sum + ops.stack([ops.select(finite, value, self.zero), ops.cast(finite, mstype.float32)])
+    def _loss_counted(self, loss):
+        """What this step adds to the interval's training-loss sum and count (float32, (2,)): its loss (the mean,
+        float32) and 1 where the loss is finite, zeros where not. A float32 scalar loss is its own mean: no kernel."""
+        value = loss
+        if loss.ndim > 0 or loss.dtype != mstype.float32:
+            value = ops.reduce_mean(ops.cast(loss, mstype.float32))
+        return ops.select(ops.isfinite(value), ops.stack([value, self.one]), self.no_loss)
 
     def _learned(self, summed):
         """Whether the training loss allows a front to have settled: it lies ``loss_drop`` of the first interval's
