@@ -70,7 +70,7 @@ Measures (rank 0's, under msrun):
 - held-out accuracy: ``model.predict_network`` in inference mode on the test split after training, the mean over
   rounds;
 - where the time goes, from the ``StepTimes`` callback (wall time from step begin to step end, the step's loss
-  fetched to the host so that the time is the step's own; the freezing level read after the timing): compiles (the
+  fetched to the host so that the time is the step's own; the freezing level it ran at, read outside the timing): compiles (the
   first step, and later steps over 5x the median of the steps at their level), the other steps at level 0 (nothing
   frozen) and at levels >= 1 (frozen prefix), of which the frozen-prefix cache's fill (``prefix_cache.seconds``),
   and the time outside the steps (data pipeline, callbacks, Model.train's own work);
@@ -297,15 +297,21 @@ def pretrained(workload, seed):
 
 class StepTimes(Callback):
     """Wall times in seconds of every step (step begin to step end, after fetching the step's loss to the host, so
-    that an asynchronous step is not timed as the next one), each with the freezing level after it (read after
-    the timing; 0 without freezing)."""
+    that an asynchronous step is not timed as the next one), each with the freezing level it ran at: the frozen
+    levels' route's host mirror, read after the step (no device read), or without a route the freezing switch's
+    level, read before the step (outside its timing); 0 without freezing."""
 
     def __init__(self):
         super().__init__()
         self.steps, self.levels = [], []
         self.step_start = 0.0
+        self.level = 0
 
     def on_train_step_begin(self, run_context):
+        network = run_context.original_args().train_network
+        schedule = getattr(getattr(network, "train_step", None), "frozen_for_good", None)
+        if schedule is not None and not _route_active(network):
+            self.level = schedule()
         self.step_start = time.perf_counter()
 
     def on_train_step_end(self, run_context):
@@ -313,29 +319,35 @@ class StepTimes(Callback):
         out = params.net_outputs
         (out[0] if isinstance(out, (tuple, list)) else out).asnumpy()
         self.steps.append(time.perf_counter() - self.step_start)
-        schedule = getattr(getattr(params.train_network, "train_step", None), "frozen_for_good", None)
-        self.levels.append(schedule() if schedule is not None else 0)
+        if _route_active(params.train_network):
+            self.level = params.train_network.level_route.level
+        self.levels.append(self.level)
+
+
+def _route_active(network):
+    """Whether the train cell's frozen levels' route takes its steps."""
+    route = getattr(network, "level_route", None)
+    return route is not None and route.active
 
 
 def breakdown(times, cache):
     """Where the time of the steps went: compiles, level-0 steps, frozen steps, cache fill; and the step at which
     each level was first reached."""
-    steps, levels = np.array(times.steps), np.array(times.levels)
-    level_before = np.concatenate([[0], levels[:-1]])  # a step runs at the level reached before it
+    steps, ran_at = np.array(times.steps), np.array(times.levels)  # the level each step ran at
     spikes = np.zeros(len(steps), bool)
     spikes[0] = True
-    for level in np.unique(level_before):
-        at = np.flatnonzero(level_before == level)
+    for level in np.unique(ran_at):
+        at = np.flatnonzero(ran_at == level)
         rest = at[at > 0]
         if len(rest):
             spikes[rest] = steps[rest] > SPIKE_FACTOR * np.median(steps[rest])
     fill = cache.seconds if cache is not None else 0.0
-    first = {int(level): int(np.argmax(levels >= level)) + 1 for level in np.unique(levels) if level > 0}
+    first = {int(level): int(np.argmax(ran_at >= level)) for level in np.unique(ran_at) if level > 0}
     return {"compiles": float(steps[spikes].sum()), "compile_steps": int(spikes.sum()),
-            "first_step": float(steps[0]), "median_level0_step": float(np.median(steps[1:][level_before[1:] == 0]))
-            if np.any(level_before[1:] == 0) else float("nan"),
-            "level0_steps": float(steps[~spikes & (level_before == 0)].sum()),
-            "frozen_steps": float(steps[~spikes & (level_before > 0)].sum()), "cache_fill": fill,
+            "first_step": float(steps[0]), "median_level0_step": float(np.median(steps[1:][ran_at[1:] == 0]))
+            if np.any(ran_at[1:] == 0) else float("nan"),
+            "level0_steps": float(steps[~spikes & (ran_at == 0)].sum()),
+            "frozen_steps": float(steps[~spikes & (ran_at > 0)].sum()), "cache_fill": fill,
             "first_update_at_level": first, "steps": len(steps)}
 
 

@@ -176,6 +176,12 @@ class FrozenLevelRoute:
         return self.cache is not None if self.state is None else self.state.caching
 
     @property
+    def level(self):
+        """The frozen level the route's last step ran at (host int, its mirror of the schedule's: no device read; 0
+        before the first step)."""
+        return self._level
+
+    @property
     def required(self):
         """Whether a step means something else without the route: while it caches."""
         return self.caching

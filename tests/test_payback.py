@@ -164,12 +164,13 @@ def test_the_route_touches_the_device_only_at_its_weighings_and_decisions(graph_
     device only where the route weighs the levels (every 4 calls here: half the decision interval of 8 updates) or
     where a call applied a decision's update (the route reads the updates and takes the schedule's decision, and its
     level is read at the next call, which is a weighing here); every other call touches nothing, and the run still
-    freezes."""
+    freezes. The route's ``level`` (the level each call ran at) is read from the host mirror after every call, inside
+    the count, and follows the schedule's level."""
     _, net_with_loss, opt = mlp_setup()
     config = auto_config(interval=8, warmup=8, total_steps=200, threshold=1000.0)
     config["grad_freeze"]["payback"] = True
     cell = BoostTrainOneStepCell(net_with_loss, opt, boost_config=config)
-    route, touched, clock = cell.level_route, [], SetClock()
+    route, touched, levels, clock = cell.level_route, [], [], SetClock()
     route.ledger.clock = clock  # a second a call: every level pays (no compile measured beyond a step)
     assert route.cadence == 4
     counting = {"calls": 0}
@@ -190,9 +191,13 @@ def test_the_route_touches_the_device_only_at_its_weighings_and_decisions(graph_
         before = counting["calls"]
         cell(*data(step))
         clock.now += 1.0
+        levels.append(route.level)
         touched.append(counting["calls"] > before)
     monkeypatch.undo()
     weighings = set(range(0, calls, route.cadence))
     decisions = {step for step in range(calls) if step % 8 == 7}  # the calls that apply updates 8, 16, ...
     assert all(step in weighings | decisions for step, touch in enumerate(touched) if touch)
     assert sum(touched) <= len(weighings) + len(decisions) + 1 and cell.train_step.frozen_for_good() > 0
+    assert levels == sorted(levels) and levels[0] == 0
+    cell(*data(calls))
+    assert route.level == cell.train_step.frozen_for_good()
