@@ -70,10 +70,10 @@ Measures (rank 0's, under msrun):
 - held-out accuracy: ``model.predict_network`` in inference mode on the test split after training, the mean over
   rounds;
 - where the time goes, from the ``StepTimes`` callback (wall time from step begin to step end, the step's loss
-  fetched to the host so that the time is the step's own; the freezing level it ran at, read outside the timing): compiles (the
-  first step, and later steps over 5x the median of the steps at their level), the other steps at level 0 (nothing
-  frozen) and at levels >= 1 (frozen prefix), of which the frozen-prefix cache's fill (``prefix_cache.seconds``),
-  and the time outside the steps (data pipeline, callbacks, Model.train's own work);
+  fetched to the host so that the time is the step's own; the freezing level it ran at, read outside the timing):
+  compiles (the first step, and later steps over 5x the median of the steps at their level), the other steps at
+  level 0 (nothing frozen) and at levels >= 1 (frozen prefix), of which the frozen-prefix cache's fill
+  (``prefix_cache.seconds``), and the time outside the steps (data pipeline, callbacks, Model.train's own work);
 - when each freezing level was first reached, as a share of the run's updates;
 - the cache's fill against the pass it stands for: after training, one inference pass of the deepest cached prefix
   over the distinct samples the cache holds, in batches of 32, in a fresh cell (its compile included, and shown).

@@ -43,9 +43,9 @@ WORKLOADS = {
              "`python bench/step_overhead.py` times what the route adds to a step where nothing freezes (its `O1 "
              "route` pair: `configs/O1.json`'s cell at level 0 against the O0 cell, in interleaved blocks of one "
              "process, which that scatter does not reach). The route's step is O0's graph with five kernels more, "
-             "which count the updates and add the step's loss to the interval's sum where it is finite; the host's work a step is the ledger's clock and "
-             "a few integer comparisons, and with the cache on \"auto\" the cache's probe, which hashes each batch "
-             "of the first epoch and an eighth."),
+             "which count the updates and add the step's loss to the interval's sum where it is finite; the host's "
+             "work a step is the ledger's clock and a few integer comparisons, and with the cache on \"auto\" the "
+             "cache's probe, which hashes each batch of the first epoch and an eighth."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
