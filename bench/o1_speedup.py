@@ -417,17 +417,22 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
     return result
 
 
-def compare(arms, workload, rounds, epochs, rank=0, rank_count=1, first_seed=0):
+def compare(arms, workload, rounds, epochs, rank=0, rank_count=1, first_seed=0, abba=False):
     """Interleaved rounds of ``arms`` (the base first; round r: seed ``first_seed + r``; the order reverses every
-    other round); returns the per-round results ``[{arm: measures}]``."""
+    other round; with ``abba`` every round runs the arms and then again in reverse, and an arm's two runs count as
+    one, ``results.abba_measures``); returns the per-round results ``[{arm: measures}]``."""
     data = workload_data(workload)
     results = []
     for round_index in range(rounds):
-        outcome = {}
-        for arm in arms if round_index % 2 == 0 else arms[::-1]:
-            outcome[arm] = train_arm(arm, workload, first_seed + round_index, epochs, data, rank, rank_count)
+        order = arms if round_index % 2 == 0 else arms[::-1]
+        runs = {}
+        for arm in [*order, *order[::-1]] if abba else order:
+            runs.setdefault(arm, []).append(
+                train_arm(arm, workload, first_seed + round_index, epochs, data, rank, rank_count))
             if rank == 0:
-                print(f"round {round_index} {workload} {arm}: {json.dumps(outcome[arm])}", flush=True)
+                print(f"round {round_index} {workload} {arm}: {json.dumps(runs[arm][-1])}", flush=True)
+        outcome = {arm: result_files.abba_measures(*measures) if abba else measures[0]
+                   for arm, measures in runs.items()}
         results.append(outcome)
     if rank == 0:  # one results file a run and workload (bench/results.py), with the command that repeats this part
         part = "--skip-standalone" if rank_count > 1 else "--skip-distributed"
@@ -567,6 +572,9 @@ def main():
                         "earliest decision (2%% of the run)")
     parser.add_argument("--dp-o1", action="store_true", help="the msrun part also runs configs/O1.json under plain "
                         "data-parallel (no AdaSum), beside O2")
+    parser.add_argument("--abba", action="store_true", help="stand-alone: every round runs each arm twice, in the "
+                        "order A B B A, and counts its two runs as one (where the machine's speed drifts within a "
+                        "round more than the arms differ: the truly launch-bound workload)")
     parser.add_argument("--skip-distributed", action="store_true", help="only the stand-alone O1 vs O0 part")
     parser.add_argument("--skip-standalone", action="store_true", help="only the msrun O2 vs plain part")
     parser.add_argument("--as-msrun-worker", action="store_true", help=argparse.SUPPRESS)
@@ -594,7 +602,8 @@ def main():
         boosted = list(dict.fromkeys(["O1", *(arm for arm in args.arms if arm.startswith("O1"))]))  # O1 once
         for workload in workloads_of(args):
             epochs = epochs_of(args, workload)
-            results = compare(["O0", *boosted], workload, args.rounds, epochs, first_seed=args.first_seed)
+            results = compare(["O0", *boosted], workload, args.rounds, epochs, first_seed=args.first_seed,
+                              abba=args.abba)
             for arm in boosted:
                 what = "configs/O1.json" if arm == "O1" else "boost_level O1, no file" if arm == "O1-bare" else \
                     f"configs/O1.json with {variant(arm)}"

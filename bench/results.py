@@ -107,6 +107,26 @@ def seed_record(seed, base, arm):
             "cache": cache or None, "decisions": arm.get("decisions", [])}
 
 
+AVERAGED = ("accuracy", "test_loss", "train", "build", "outside_steps", "compiles", "first_step", "median_level0_step",
+            "level0_steps", "frozen_steps", "cache_fill")
+
+
+def abba_measures(first, second):
+    """One arm's two runs of a seed in an ABBA round (``o1_speedup.py --abba``: A B B A, so a machine whose speed
+    drifts over the round weighs on both arms alike) as one measure: ``end_to_end`` over both runs' wall time (the
+    harmonic mean of the two), the mean of each other figure both runs give (``AVERAGED``; None where either lacks
+    it), the first run's decisions, freezing and cache (wall times decide, so the two runs may differ: both runs'
+    speed and accuracy stay in ``runs``)."""
+    merged = dict(first)
+    merged["end_to_end"] = 2.0 / (1.0 / first["end_to_end"] + 1.0 / second["end_to_end"])
+    for key in AVERAGED:
+        if key in first or key in second:
+            one, two = first.get(key), second.get(key)
+            merged[key] = None if one is None or two is None else (one + two) / 2
+    merged["runs"] = [{key: run.get(key) for key in ("end_to_end", "accuracy", "test_loss")} for run in (first, second)]
+    return merged
+
+
 def arm_measures(model, x_test, y_test):
     """What a results file needs of a trained arm beyond the benchmark's own measures: its test loss (its
     ``predict_network`` on the test split) and its train cell's decision records."""

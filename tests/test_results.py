@@ -116,3 +116,19 @@ def test_the_example_loops_runs_make_a_record_per_seed():
     assert first["ratio"] == pytest.approx(22.0 / 11.0) and second["ratio"] == pytest.approx(2.0)
     assert first["accuracy_change"] == pytest.approx(-1.0)
     assert record["balance"] == {"o0_step_ms": None, "first_compile_s": None}
+
+
+def test_an_abba_rounds_two_runs_of_an_arm_count_as_one_over_their_whole_wall_time():
+    """An arm's two runs of a seed (A B B A) give images a second over both runs' time (the harmonic mean: 100 and
+    300 images a second over equal images are 150, not 200), the mean accuracy and test loss, None where either run
+    lacks a figure, the first run's decisions and freezing, and both runs' own figures kept."""
+    first = measures(100.0, 0.97, 0.10, decisions=[{"what": "froze level 2"}], first_update_at_level={2: 105})
+    second = measures(300.0, 0.99, None, decisions=[], first_update_at_level={2: 131})
+    merged = results.abba_measures(first, second)
+    assert merged["end_to_end"] == pytest.approx(150.0)
+    assert merged["accuracy"] == pytest.approx(0.98) and merged["test_loss"] is None
+    assert merged["median_level0_step"] == pytest.approx(0.05)
+    assert merged["decisions"] == [{"what": "froze level 2"}] and merged["first_update_at_level"] == {2: 105}
+    assert [run["end_to_end"] for run in merged["runs"]] == [100.0, 300.0]
+    record = results.seed_record(0, results.abba_measures(first, first), merged)
+    assert record["ratio"] == pytest.approx(1.5) and record["accuracy_change"] == pytest.approx(1.0)
