@@ -38,11 +38,11 @@ WORKLOADS = {
                "12 epochs: kernel launches and compiles weigh most."),
     "tiny": ("Truly launch-bound", "A ResNet of width 4 with one block a stage (5 stages) on the 8x8 digits, batch 32, "
              "12 epochs: a step of about 10 ms, where a few host reads or kernels a step show. On this 2-core machine "
-             "a run's steps keep one of two speeds for the whole run, whatever the arm (the per-seed O0 step in the "
-             "results file), so the per-round ratios below scatter more widely than the arms differ. "
-             "`python bench/step_overhead.py` times what the route adds to a step where nothing freezes (its `O1 "
-             "route` pair: `configs/O1.json`'s cell at level 0 against the O0 cell, in interleaved blocks of one "
-             "process, which that scatter does not reach). The route's step is O0's graph with five kernels more, "
+             "the step moves by up to a third between runs of one process, whatever the arm, so its rows run A B B A "
+             "(`--abba`). `python bench/step_overhead.py` times what the route adds to a step where nothing freezes "
+             "(its `O1 route` pair: `configs/O1.json`'s cell at level 0 against the O0 cell, called in a loop, in "
+             "interleaved blocks of one process) and finds less than these rows do end to end in `Model.train`: "
+             "what makes up the difference is not yet known. The route's step is O0's graph with five kernels more, "
              "which count the updates and add the step's loss to the interval's sum where it is finite; the host's "
              "work a step is the ledger's clock and a few integer comparisons, and with the cache on \"auto\" the "
              "cache's probe, which hashes each batch of the first epoch and an eighth."),
@@ -235,7 +235,9 @@ the third renders this page from them. `--first-seed` adds seeds to a row, `--ar
 
 The arms of a round run one after the other in one process, the order reversing every other round, and both start
 from the same weights and batch order (round r seeds both with r). A ratio is taken within a round, so a drift of the
-machine over a run moves both arms of a round alike.
+machine over a run moves both arms of a round alike. With `--abba` (its command says so) a round runs each arm twice,
+A B B A, and an arm's speed is over both its runs, so a drift within the round weighs on both arms alike too; its
+accuracy is the mean of the two runs.
 
 ## Why a seed's accuracy repeats
 
