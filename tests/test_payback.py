@@ -97,6 +97,33 @@ def test_the_ledger_keeps_each_levels_first_step_and_median(tmp_path):
     np.testing.assert_array_equal(loaded.summary(), ledger.summary())
 
 
+def test_the_ledger_keeps_what_one_write_a_step_would_have_kept():
+    """The ledger keeps the steps a call records in a list and folds them into its arrays when read; whenever it is
+    read, its arrays are those of the NumPy ring buffer written one step at a time: each row's first step, then
+    its last WINDOW steps at column ``n % WINDOW``, and their count. Rows interleave, and a fold may hold more than
+    a window of one row's steps."""
+    rows, window = 4, CostLedger.WINDOW
+    first, steps, timed = -np.ones(rows, np.float32), np.zeros((rows, window), np.float32), np.zeros(rows, np.int32)
+    ledger = CostLedger(rows // 2)
+    rng = np.random.default_rng(0)
+    for read_after in rng.integers(0, 3 * window, 12):
+        for _ in range(read_after):
+            row, seconds = int(rng.integers(0, rows)), float(rng.random())
+            ledger.record(row, seconds)
+            if first[row] < 0:
+                first[row] = seconds
+            else:
+                steps[row, timed[row] % window] = seconds
+                timed[row] += 1
+        table = ledger._table()  # pylint: disable=protected-access
+        np.testing.assert_array_equal(table["first_step"], first)
+        np.testing.assert_array_equal(table["steps"], steps)
+        np.testing.assert_array_equal(table["timed"], timed)
+    ledger.sync()
+    np.testing.assert_array_equal(ledger.steps.asnumpy(), steps)
+    np.testing.assert_array_equal(ledger.timed.asnumpy(), timed)
+
+
 # One second a step at level 0, 0.7 s at level 1, 0.4 s at level 2 (STEP_SECONDS); the compile decides.
 # The full step is known after its first call and MIN_TIMED more, at the start of the next: the decision of that
 # call's update is the first that may freeze to a level that pays.

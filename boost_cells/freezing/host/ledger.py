@@ -44,6 +44,7 @@ class CostLedger(nn.Cell):
     """
 
     WINDOW = 16  # step times kept per level: their median is the level's step time
+    DTYPES = {"first_step": mstype.float32, "steps": mstype.float32, "timed": mstype.int32, "repeats": mstype.int32}
     MIN_TIMED = 3  # steps timed after the first before a level's step time is known
 
     def __init__(self, levels, clock=time.perf_counter):
@@ -59,28 +60,51 @@ class CostLedger(nn.Cell):
         self.repeats = Parameter(Tensor(np.array(-1, np.int32)), name="grad_freeze.ledger.repeats", requires_grad=False)
         self._started = None  # [row or None, clock reading] of the call being timed; host only
         self._mirror = None  # the host mirror {name: numpy array} of the Parameters, from the run's first step
+        self._written = None  # the arrays the Parameters hold (read or last written), for ``sync`` to skip
+        self._pending = []  # (row, seconds) recorded since the mirror was last brought up to date, in order
 
     def _table(self):
-        """The host mirror, read from the Parameters at its first use (a checkpoint loaded before training)."""
+        """The host mirror, read from the Parameters at its first use (a checkpoint loaded before training), with
+        the steps recorded since its last use folded in."""
         if self._mirror is None:
-            self._mirror = {"first_step": self.first_step.asnumpy().copy(), "steps": self.steps.asnumpy().copy(),
-                            "timed": self.timed.asnumpy().copy(), "repeats": self.repeats.asnumpy().copy()}
+            self._mirror = {name: getattr(self, name).asnumpy().copy() for name in self.DTYPES}
+            self._written = {name: array.copy() for name, array in self._mirror.items()}
+        if self._pending:
+            self._fold()
         return self._mirror
+
+    def _fold(self):
+        """Bring the mirror up to date with the steps recorded since (``record``), in their order: a row's first
+        step if none was recorded, then its step times into the row's window of the last ``WINDOW``."""
+        by_row = {}
+        for row, seconds in self._pending:
+            by_row.setdefault(row, []).append(seconds)
+        self._pending = []
+        first, steps, timed = self._mirror["first_step"], self._mirror["steps"], self._mirror["timed"]
+        for row, times in by_row.items():
+            if first[row] < 0:
+                first[row], times = times[0], times[1:]
+            if not times:
+                continue
+            kept = times[-self.WINDOW:]
+            column = int(timed[row]) + len(times) - len(kept)
+            steps[row, (column + np.arange(len(kept))) % self.WINDOW] = kept
+            timed[row] += len(times)
 
     def load(self):
         """Read the host mirror from the Parameters again at its next use (a run's first step: a checkpoint may have
-        been loaded since the ledger was built)."""
-        self._mirror = None
+        been loaded since the ledger was built); steps recorded and not written are dropped with it."""
+        self._mirror, self._pending = None, []
 
     def sync(self):
-        """Write the host mirror to the Parameters (a checkpoint then holds every figure recorded so far)."""
-        if self._mirror is None:
+        """Write the host mirror to the Parameters (a checkpoint then holds every figure recorded so far): the
+        arrays that changed since the Parameters were last read or written."""
+        if self._mirror is None and not self._pending:
             return
-        table = self._mirror
-        self.first_step.set_data(Tensor(table["first_step"], mstype.float32))
-        self.steps.set_data(Tensor(table["steps"], mstype.float32))
-        self.timed.set_data(Tensor(table["timed"], mstype.int32))
-        self.repeats.set_data(Tensor(table["repeats"], mstype.int32))
+        for name, array in self._table().items():
+            if not np.array_equal(array, self._written[name]):
+                getattr(self, name).set_data(Tensor(array, self.DTYPES[name]))
+                self._written[name] = array.copy()
 
     def samples_repeat(self):
         """Whether the run's samples repeat from one epoch to the next, as measured (``record_repeats``); None
@@ -115,14 +139,11 @@ class CostLedger(nn.Cell):
         self._started[0] = row
 
     def record(self, row, seconds):
-        """Record a step of ``seconds`` in ``row``: its first step if none was recorded, else one more step time
-        (host mirror only; ``sync`` writes it to the Parameters)."""
-        table = self._table()
-        if table["first_step"][row] < 0:
-            table["first_step"][row] = seconds
-            return
-        table["steps"][row, table["timed"][row] % self.WINDOW] = seconds
-        table["timed"][row] += 1
+        """Record a step of ``seconds`` in ``row``: its first step if none was recorded, else one more step time.
+        Host only, and as little of it as a step allows (between two steps, on a launch-bound run, even a few numpy
+        scalar writes cost what tens of microseconds do): a Python list keeps it, and the mirror folds it in at its
+        next read (``_table``); ``sync`` writes the mirror to the Parameters."""
+        self._pending.append((row, seconds))
 
     def summary(self):
         """float32 (2, 2 * levels): each row's median step time and its compile (its first step less that median, or
