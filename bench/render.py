@@ -41,11 +41,14 @@ WORKLOADS = {
              "the step moves by up to a third between runs of one process, whatever the arm, so its rows run A B B A "
              "(`--abba`). `python bench/step_overhead.py` times what the route adds to a step where nothing freezes "
              "(its `O1 route` pair: `configs/O1.json`'s cell at level 0 against the O0 cell, called in a loop, in "
-             "interleaved blocks of one process) and finds less than these rows do end to end in `Model.train`: "
-             "what makes up the difference is not yet known. The route's step is O0's graph with five kernels more, "
-             "which count the updates and add the step's loss to the interval's sum where it is finite; the host's "
-             "work a step is the ledger's clock and a few integer comparisons, and with the cache on \"auto\" the "
-             "cache's probe, which hashes each batch of the first epoch and an eighth."),
+             "interleaved blocks of one process). The route's step is O0's graph with five kernels more, which count "
+             "the updates and add the step's loss to the interval's sum where it is finite. The host's work a step is "
+             "the ledger's clock, kept in a list, and a few integer comparisons; every half decision interval it "
+             "weighs the levels (the ledger's medians, the policy, one read of the updates applied, the ledger and "
+             "the policy's record written to their Parameters), and with the cache on \"auto\" the cache's probe "
+             "hashes each batch of the first epoch and an eighth. `boost_level=\"O1\"` with no file is the "
+             "reference's O1, LessBN with freezing: LessBN's gradient centralization adds kernels to every step "
+             "(the `\"less_bn\": true` rows of the other workloads), and nothing here freezes to pay for them."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
