@@ -37,7 +37,7 @@ transformer with Adam (each workload's ``optimizer`` entry, read by ``optimizer`
 
 - ``launch``: width 8 on the 8x8 digits (the ResNet examples/train.py trains for the level configs, with two blocks
   a stage), about 40 ms a step here: kernel launches and compiles weigh most;
-- ``tiny``: width 4 with one block a stage on the 8x8 digits, a step of about 10 ms: truly launch-bound, where a few
+- ``tiny``: width 4 with one block a stage on the 8x8 digits, about 20 ms a step here: truly launch-bound, where a few
   host reads or kernels a step show;
 - ``compute``: width 16 on the digits upsampled to 16x16 (each pixel repeated 2x2), about 0.55 s a step here:
   convolutions dominate;

@@ -37,8 +37,9 @@ WORKLOADS = {
     "launch": ("Launch-bound", "A ResNet of width 8 (8 stages, BatchNorm) on scikit-learn's 8x8 digits, batch 32, "
                "12 epochs: kernel launches and compiles weigh most."),
     "tiny": ("Truly launch-bound", "A ResNet of width 4 with one block a stage (5 stages) on the 8x8 digits, batch 32, "
-             "12 epochs: a step of about 10 ms, where a few host reads or kernels a step show. On this 2-core machine "
-             "the step moves by up to a third between runs of one process, whatever the arm, so its rows run A B B A "
+             "12 epochs: the shortest step of these workloads (O0's is the rows' machine balance), where a few host "
+             "reads or kernels a step show. On this 2-core machine the step moves by up to a third between runs of "
+             "one process, whatever the arm, so its rows run A B B A "
              "(`--abba`). `python bench/step_overhead.py` times what the route adds to a step where nothing freezes "
              "(its `O1 route` pair: `configs/O1.json`'s cell at level 0 against the O0 cell, called in a loop, in "
              "interleaved blocks of one process). The route's step is O0's graph with five kernels more, which count "
@@ -47,8 +48,9 @@ WORKLOADS = {
              "weighs the levels (the ledger's medians, the policy, one read of the updates applied, the ledger and "
              "the policy's record written to their Parameters), and with the cache on \"auto\" the cache's probe "
              "hashes each batch of the first epoch and an eighth. `boost_level=\"O1\"` with no file is the "
-             "reference's O1, LessBN with freezing: LessBN's gradient centralization adds kernels to every step "
-             "(the `\"less_bn\": true` rows of the other workloads), and nothing here freezes to pay for them."),
+             "reference's O1, LessBN with freezing: LessBN (its compile pass, the feature-normalised head, gradient "
+             "centralization over parameter groups) costs the step and the compile more than it saves here, as in "
+             "the `\"less_bn\": true` rows of the other workloads, and nothing here freezes to pay for it."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
