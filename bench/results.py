@@ -16,8 +16,10 @@ A file holds one run of one workload (``SCHEMA``'s fields):
   ``level``: the name of the config the arm ran, as the results page groups rows), per seed: the ratio of images per
   second (arm over base), each arm's held-out accuracy (%) and test loss, their changes (arm less base; accuracy in
   points), the balance of that seed's base arm, where each level froze (``{level: first update at it}``), what the
-  frozen-prefix cache did, and the train cell's decision records (``cell.decisions``, each ``to_dict()``; empty where
-  the cell keeps none).
+  frozen-prefix cache did, the train cell's decision records (``cell.decisions``, each ``to_dict()``; empty where
+  the cell keeps none), each arm's median step before anything froze, compiles and time outside the steps
+  (``steps``), and with ``--abba`` each arm's two runs' own speed, accuracy and test loss (``runs``; null
+  otherwise). Files written before ``steps`` and ``runs`` were recorded lack them.
 
 Files transcribed from the benchmarks record, written before this module existed, carry ``provenance`` and may give
 ``reported``: the summary figures of a comparison as the record printed them, where it gave no per-seed figure (a
@@ -104,7 +106,17 @@ def seed_record(seed, base, arm):
             "test_loss": loss, "test_loss_change": _change(loss["arm"], loss["base"]),
             "balance": {"o0_step_ms": None if step is None else 1e3 * step, "first_compile_s": compile_seconds},
             "froze": {str(level): update for level, update in arm.get("first_update_at_level", {}).items()},
-            "cache": cache or None, "decisions": arm.get("decisions", [])}
+            "cache": cache or None, "decisions": arm.get("decisions", []),
+            "steps": {side: _step_figures(measures) for side, measures in (("base", base), ("arm", arm))},
+            "runs": {"base": base["runs"], "arm": arm["runs"]} if "runs" in base and "runs" in arm else None}
+
+
+def _step_figures(measures):
+    """Where one arm's time went: its median step before anything froze (ms), its compiles (s) and its time outside
+    the steps (s); None where the benchmark does not take one."""
+    step = measures.get("median_level0_step")
+    return {"median_step_ms": None if step is None else 1e3 * step, "compiles_s": measures.get("compiles"),
+            "outside_steps_s": measures.get("outside_steps")}
 
 
 AVERAGED = ("accuracy", "test_loss", "train", "build", "outside_steps", "compiles", "first_step", "median_level0_step",

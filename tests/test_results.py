@@ -132,3 +132,5 @@ def test_an_abba_rounds_two_runs_of_an_arm_count_as_one_over_their_whole_wall_ti
     assert [run["end_to_end"] for run in merged["runs"]] == [100.0, 300.0]
     record = results.seed_record(0, results.abba_measures(first, first), merged)
     assert record["ratio"] == pytest.approx(1.5) and record["accuracy_change"] == pytest.approx(1.0)
+    assert [run["end_to_end"] for run in record["runs"]["arm"]] == [100.0, 300.0]
+    assert record["steps"]["arm"]["median_step_ms"] == pytest.approx(50.0)
