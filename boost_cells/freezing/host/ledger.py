@@ -44,8 +44,8 @@ class CostLedger(nn.Cell):
     """
 
     WINDOW = 16  # step times kept per level: their median is the level's step time
-    DTYPES = {"first_step": mstype.float32, "steps": mstype.float32, "timed": mstype.int32, "repeats": mstype.int32}
     MIN_TIMED = 3  # steps timed after the first before a level's step time is known
+    DTYPES = {"first_step": mstype.float32, "steps": mstype.float32, "timed": mstype.int32, "repeats": mstype.int32}
 
     def __init__(self, levels, clock=time.perf_counter):
         super().__init__(auto_prefix=False)
@@ -98,7 +98,8 @@ class CostLedger(nn.Cell):
 
     def sync(self):
         """Write the host mirror to the Parameters (a checkpoint then holds every figure recorded so far): the
-        arrays that changed since the Parameters were last read or written."""
+        arrays that changed since the ledger last read or wrote them (a checkpoint loaded into the Parameters
+        between is read at ``load``, as the route does at a run's first step)."""
         if self._mirror is None and not self._pending:
             return
         for name, array in self._table().items():
@@ -140,9 +141,9 @@ class CostLedger(nn.Cell):
 
     def record(self, row, seconds):
         """Record a step of ``seconds`` in ``row``: its first step if none was recorded, else one more step time.
-        Host only, and as little of it as a step allows (between two steps, on a launch-bound run, even a few numpy
-        scalar writes cost what tens of microseconds do): a Python list keeps it, and the mirror folds it in at its
-        next read (``_table``); ``sync`` writes the mirror to the Parameters."""
+        A list append and nothing more, as it runs between two steps, where on a launch-bound run a few numpy scalar
+        writes cost tens of microseconds; the mirror folds it in at its next read (``_table``), and ``sync`` writes
+        the mirror to the Parameters."""
         self._pending.append((row, seconds))
 
     def summary(self):
