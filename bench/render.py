@@ -111,7 +111,7 @@ def rows(records):
     """``[(record, comparison, figures)]`` the page shows: comparisons of the ``LEVELS`` against a ``BASES`` arm,
     refusing a workload ``WORKLOADS`` does not describe (its rows would otherwise vanish from the page),
     each (workload, epochs, workers, base, level)'s latest only (``_written``, ``_row_key``), with the seeds earlier
-    files of its commit add (``_pooled``); in ``LEVELS``' order, then stand-alone first,
+    files of its commit add (``_pooled``); in ``LEVELS``' order, then stand-alone first, then by run length (epochs),
     then by date and file."""
     unknown = sorted({record["workload"] for record in records} - set(WORKLOADS))
     if unknown:
@@ -126,7 +126,8 @@ def rows(records):
     kept = [_pooled(record, comparison, shown) for record, comparison in shown
             if _written(record) == latest[_row_key(record, comparison)]]
     order = list(LEVELS)
-    kept.sort(key=lambda row: (order.index(row[1]["level"]), row[0]["workers"], row[0]["date"]))  # stable: file order
+    kept.sort(key=lambda row: (order.index(row[1]["level"]), row[0]["workers"], row[0]["epochs"],
+                               row[0]["date"]))  # stable: file order
     return [(record, comparison, results.summary(comparison)) for record, comparison in kept]
 
 
