@@ -98,16 +98,16 @@ def seed_record(seed, base, arm):
     """One seed of a comparison from the benchmark's measures of its two arms (``o1_speedup.train_arm``'s dicts: at
     least ``end_to_end``, images a second, and ``accuracy``; a measure a benchmark does not take is null)."""
     accuracy = {"base": 100 * base["accuracy"], "arm": 100 * arm["accuracy"]}
-    step, compile_seconds = base.get("median_level0_step"), base.get("first_step")  # None: not measured
+    steps = {side: _step_figures(measures) for side, measures in (("base", base), ("arm", arm))}
     loss = {"base": base.get("test_loss"), "arm": arm.get("test_loss")}
     cache = {key: arm[key] for key in ("cache_hits", "cache_misses", "cache_received", "cache_aside") if key in arm}
     return {"seed": seed, "ratio": arm["end_to_end"] / base["end_to_end"],
             "accuracy": accuracy, "accuracy_change": _change(accuracy["arm"], accuracy["base"]),
             "test_loss": loss, "test_loss_change": _change(loss["arm"], loss["base"]),
-            "balance": {"o0_step_ms": None if step is None else 1e3 * step, "first_compile_s": compile_seconds},
+            "balance": {"o0_step_ms": steps["base"]["median_step_ms"], "first_compile_s": base.get("first_step")},
             "froze": {str(level): update for level, update in arm.get("first_update_at_level", {}).items()},
             "cache": cache or None, "decisions": arm.get("decisions", []),
-            "steps": {side: _step_figures(measures) for side, measures in (("base", base), ("arm", arm))},
+            "steps": steps,
             "runs": {"base": base["runs"], "arm": arm["runs"]} if "runs" in base and "runs" in arm else None}
 
 

@@ -8,11 +8,11 @@ compares (``cached_row``). The ledger keeps both in Parameters, so a checkpoint 
 a resumed run decides from the times the interrupted one measured: a level timed before is not timed again from
 scratch, and its compile counts as paid.
 
-A step reads and writes nothing on the device for the ledger: it records into a host mirror (numpy), which it
-writes to its Parameters at ``sync`` (the route syncs at every weighing, so a checkpoint taken after a weighing
-holds every figure that weighing used; one taken between two weighings lacks the steps timed since, which a resumed
-run times again) and reads back from them at the first step of a run (``load``: a checkpoint loaded into a new
-cell before training).
+A step reads and writes nothing on the device for the ledger: it appends its time to a list, which the host mirror
+(numpy) folds in when read, and the ledger writes the mirror to its Parameters at ``sync`` (the route syncs at every
+weighing, so a checkpoint taken after a weighing holds every figure that weighing used; one taken between two
+weighings lacks the steps timed since, which a resumed run times again) and reads back from them at the first step
+of a run (``load``: a checkpoint loaded into a new cell before training).
 """
 import time
 
