@@ -33,13 +33,14 @@ AdaSum) is what the shipped config switches on; the benchmark builds no optimize
 Workloads (on scikit-learn's digits, ``load_data``'s 80/20 split; batch 32 per rank; the learning rate decayed per
 epoch by half a cosine; GRAPH_MODE). The first five train examples/train.py's ``resnet`` (a stem, three stages of two
 basic blocks, a pooled dense head; 8 stages) with Momentum 0.9 from a learning rate of 0.05; the two ``vit`` ones a
-transformer with Adam (each workload's ``optimizer`` entry, read by ``optimizer``):
+transformer with Adam (each workload's ``optimizer`` entry, read by ``optimizer``). Each run prints its O0 step and
+compile (the machine balance), which docs/benchmarks.md shows beside each row:
 
 - ``launch``: width 8 on the 8x8 digits (the ResNet examples/train.py trains for the level configs, with two blocks
-  a stage), about 40 ms a step here: kernel launches and compiles weigh most;
-- ``tiny``: width 4 with one block a stage on the 8x8 digits, about 20 ms a step here: truly launch-bound, where a few
+  a stage): kernel launches and compiles weigh most;
+- ``tiny``: width 4 with one block a stage on the 8x8 digits, the shortest step: truly launch-bound, where a few
   host reads or kernels a step show;
-- ``compute``: width 16 on the digits upsampled to 16x16 (each pixel repeated 2x2), about 0.55 s a step here:
+- ``compute``: width 16 on the digits upsampled to 16x16 (each pixel repeated 2x2):
   convolutions dominate;
 - ``augment``: ``compute``, with every training image shifted at random by up to 2 pixels every epoch (zero pad and
   crop, as image training does), so no sample repeats from one epoch to the next;
@@ -53,8 +54,8 @@ transformer with Adam (each workload's ``optimizer`` entry, read by ``optimizer`
   features with a learned position embedding; 4 encoder layers of 4-head self-attention and a GELU MLP, each behind
   a LayerNorm; a final LayerNorm, the mean over the tokens and a dense head; 6 stages, which ``configs/O1.json``'s 3
   groups cut into embedding and layer 1, layers 2-3, layer 4 and the head), trained from scratch with Adam from a
-  learning rate of 1e-3, 10 epochs by default: no BatchNorm, no Momentum; about 55 ms a step here, a compile about
-  5 s, so launch-bound;
+  learning rate of 1e-3, 10 epochs by default: no BatchNorm, no Momentum; a short step and a long compile, so
+  launch-bound;
 - ``vit-finetune``: ``finetune`` with ``vit``'s network and optimizer: pretrained with O0 and Adam on the digits 0-4
   (12 epochs, cached per seed), fine-tuned on the digits 5-9 (8 epochs by default).
 
