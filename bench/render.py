@@ -31,7 +31,8 @@ PAGE = os.path.join("docs", "benchmarks.md")
 # and not shipped) stay in their files.
 LEVELS = {"O1": "`configs/O1.json`", "O2": "`configs/O2.json`", "O1-bare": "`boost_level=\"O1\"`, no file",
           "O2-bare": "`boost_level=\"O2\"`, no file", "O1-cache": "`configs/O1.json`, `\"cache_frozen_prefix\": true`",
-          "O1-lessbn": "`configs/O1.json`, `\"less_bn\": true`"}
+          "O1-lessbn": "`configs/O1.json`, `\"less_bn\": true`",
+          "O1-lessbn-pass": "`configs/O1.json`, `\"less_bn\": true`, its pass alone (`fn_flag`, `gc_flag` false)"}
 BASES = {"O0": "O0", "O1": "`configs/O1.json` of that date"}
 WORKLOADS = {
     "launch": ("Launch-bound", "A ResNet of width 8 (8 stages, BatchNorm) on scikit-learn's 8x8 digits, batch 32, "
@@ -51,9 +52,11 @@ WORKLOADS = {
              "reference's O1, LessBN with freezing over up to 10 groups. The `\"less_bn\": true` row is the file with "
              "LessBN switched on and nothing else: it runs about as slowly as the bare level and ends every seed at "
              "the bare level's accuracy (nothing froze in either, so both trained the same network the same way): "
-             "LessBN is what the bare level pays here. Its compile pass adds "
-             "time to the compile, its feature-normalised head kernels to every step (gradient centralization "
-             "applies to one conv's weights of this network), and nothing here freezes to pay for it."),
+             "LessBN is what the bare level pays here. Its pass alone (the row "
+             "below it) drops none of this network's BatchNorms under `Model`'s wrapping (docs/less-bn.md), so it "
+             "trains as O0 does, at the file's speed within the rounds' scatter: the cost is the feature-normalised "
+             "head's kernels every step (gradient centralization applies to one conv's weights of this network) and "
+             "the longer compile, and nothing here freezes to pay for it."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
