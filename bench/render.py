@@ -54,9 +54,9 @@ WORKLOADS = {
              "the bare level's accuracy (nothing froze in either, so both trained the same network the same way): "
              "LessBN is what the bare level pays here. Its pass alone (the row "
              "below it) drops none of this network's BatchNorms under `Model`'s wrapping (docs/less-bn.md), so it "
-             "trains as O0 does, at the file's speed within the rounds' scatter: the cost is the feature-normalised "
-             "head's kernels every step (gradient centralization applies to one conv's weights of this network) and "
-             "the longer compile, and nothing here freezes to pay for it."),
+             "trains as O0 does, at the file's speed within the rounds' scatter: the cost is what the "
+             "feature-normalised head adds to every step (gradient centralization applies to one conv's weights of "
+             "this network) and the longer compile, and nothing here freezes to pay for it."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
