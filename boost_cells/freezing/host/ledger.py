@@ -18,7 +18,6 @@ import time
 
 import numpy as np
 from mindspore import Parameter, Tensor, nn
-from mindspore.common import dtype as mstype
 
 from .payback import Costs
 
@@ -45,7 +44,7 @@ class CostLedger(nn.Cell):
 
     WINDOW = 16  # step times kept per level: their median is the level's step time
     MIN_TIMED = 3  # steps timed after the first before a level's step time is known
-    DTYPES = {"first_step": mstype.float32, "steps": mstype.float32, "timed": mstype.int32, "repeats": mstype.int32}
+    MIRRORED = ("first_step", "steps", "timed", "repeats")  # the Parameters the host mirror holds
 
     def __init__(self, levels, clock=time.perf_counter):
         super().__init__(auto_prefix=False)
@@ -67,7 +66,7 @@ class CostLedger(nn.Cell):
         """The host mirror, read from the Parameters at its first use (a checkpoint loaded before training), with
         the steps recorded since its last use folded in."""
         if self._mirror is None:
-            self._mirror = {name: getattr(self, name).asnumpy().copy() for name in self.DTYPES}
+            self._mirror = {name: getattr(self, name).asnumpy().copy() for name in self.MIRRORED}
             self._written = {name: array.copy() for name, array in self._mirror.items()}
         if self._pending:
             self._fold()
@@ -104,7 +103,8 @@ class CostLedger(nn.Cell):
             return
         for name, array in self._table().items():
             if not np.array_equal(array, self._written[name]):
-                getattr(self, name).set_data(Tensor(array, self.DTYPES[name]))
+                parameter = getattr(self, name)
+                parameter.set_data(Tensor(array, parameter.dtype))
                 self._written[name] = array.copy()
 
     def samples_repeat(self):
