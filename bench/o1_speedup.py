@@ -22,7 +22,8 @@ What is measured: the config path only, nothing wired by hand. Every arm is
   ``O1-interval<x>`` set ``auto_warmup_share`` and ``auto_interval_share``; settings join, as in
   ``O1-warmup0.05-interval0.025``; ``O2-threshold<x>`` and the rest likewise under msrun) and ``O1-earliest`` /
   ``O2-earliest`` (the file with the front frozen at the automatic schedule's earliest decision, after 2% of the
-  run: the bound of what any criterion can take from its freezing);
+  run: the bound of what any criterion can take from its freezing) and ``O1-nopayback`` / ``O2-nopayback`` (the file
+  with ``grad_freeze.payback`` off: every level allowed from the start, what payback's estimates hold back);
 - under ``msrun`` with 2 workers, DATA_PARALLEL with ``gradients_mean=True``, each rank feeding its shard: O2
   (level O2, a dict built from ``configs/O2.json`` with one change, ``common.device_number`` set to 1, so that
   AdaSum runs across the 2 workers as 2 groups of 1 device) against plain data-parallel (``configs/O0.json``).
@@ -193,6 +194,10 @@ def workload_data(workload, classes=None):
 # file's freezing, at whatever accuracy it costs.
 EARLIEST = {"grad_freeze": {"auto_warmup_share": 0.0, "auto_interval_share": 0.01, "auto_threshold": 1e9}}
 
+# The file's criterion with every level allowed from the start (payback off): what freezing buys where the measured
+# costs would not let a level compile, the bound of what payback's estimates can take from the file.
+NO_PAYBACK = {"grad_freeze": {"payback": False}}
+
 # A shipped file (the level the arm's name starts with) with one feature or setting changed (the cards in
 # docs/choosing-a-level.md; the bound of the targets in docs/benchmarks.md): arm name -> the change. Besides these,
 # an arm's name may set grad_freeze keys after its level, each as "-<setting><value>" (SETTINGS): "O1-threshold0.3"
@@ -201,7 +206,9 @@ VARIANTS = {"O1-cache": {"grad_freeze": {"cache_frozen_prefix": True}},
             "O1-lessbn": {"boost": {"less_bn": True}},
             "O1-lessbn-pass": {"boost": {"less_bn": True}, "less_bn": {"fn_flag": False, "gc_flag": False}},
             "O1-earliest": EARLIEST,
-            "O2-earliest": EARLIEST}
+            "O2-earliest": EARLIEST,
+            "O1-nopayback": NO_PAYBACK,
+            "O2-nopayback": NO_PAYBACK}
 SETTINGS = {"threshold": ("auto_threshold", float), "groups": ("param_groups", int),
             "warmup": ("auto_warmup_share", float), "interval": ("auto_interval_share", float)}
 
@@ -570,7 +577,8 @@ def main():
                         "O1-interval<x>, or several joined (O1-warmup0.05-interval0.025; O2-... under msrun): the file "
                         "with auto_threshold, param_groups, auto_warmup_share, auto_interval_share set; O1-earliest, "
                         "O2-earliest (under msrun): the file with the front frozen at the automatic schedule's "
-                        "earliest decision (2%% of the run)")
+                        "earliest decision (2%% of the run); O1-nopayback, O2-nopayback: the file with payback off "
+                        "(every level allowed from the start)")
     parser.add_argument("--dp-o1", action="store_true", help="the msrun part also runs configs/O1.json under plain "
                         "data-parallel (no AdaSum), beside O2")
     parser.add_argument("--abba", action="store_true", help="stand-alone: every round runs each arm twice, in the "
