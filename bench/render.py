@@ -32,11 +32,15 @@ PAGE = os.path.join("docs", "benchmarks.md")
 LEVELS = {"O1": "`configs/O1.json`", "O2": "`configs/O2.json`", "O1-bare": "`boost_level=\"O1\"`, no file",
           "O2-bare": "`boost_level=\"O2\"`, no file", "O1-cache": "`configs/O1.json`, `\"cache_frozen_prefix\": true`",
           "O1-lessbn": "`configs/O1.json`, `\"less_bn\": true`",
-          "O1-lessbn-pass": "`configs/O1.json`, `\"less_bn\": true`, its pass alone (`fn_flag`, `gc_flag` false)"}
+          "O1-lessbn-pass": "`configs/O1.json`, `\"less_bn\": true`, its pass alone (`fn_flag`, `gc_flag` false)",
+          "O2-nopayback": "`configs/O2.json`, `\"payback\": false`"}
 BASES = {"O0": "O0", "O1": "`configs/O1.json` of that date"}
 WORKLOADS = {
     "launch": ("Launch-bound", "A ResNet of width 8 (8 stages, BatchNorm) on scikit-learn's 8x8 digits, batch 32, "
-               "12 epochs: kernel launches and compiles weigh most."),
+               "12 epochs: kernel launches and compiles weigh most. The `\"payback\": false` row is the O2 file with "
+               "every level allowed from the start, beside the file's own run of the same seeds: what freezing buys "
+               "there where payback's measured costs say no level pays (the decision records in its results file "
+               "give each seed's figures)."),
     "tiny": ("Truly launch-bound", "A ResNet of width 4 with one block a stage (5 stages) on the 8x8 digits, batch 32, "
              "12 epochs: the shortest step of these workloads (O0's is the rows' machine balance), where a few host "
              "reads or kernels a step show. On this 2-core machine the step moves by up to a third between runs of "
