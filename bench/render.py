@@ -57,10 +57,12 @@ WORKLOADS = {
              "LessBN switched on and nothing else: it runs about as slowly as the bare level and ends every seed at "
              "the bare level's accuracy (nothing froze in either, so both trained the same network the same way): "
              "LessBN is what the bare level pays here. Its pass alone (the row "
-             "below it) drops none of this network's BatchNorms under `Model`'s wrapping (docs/less-bn.md), so it "
-             "trains as O0 does, at the file's speed within the rounds' scatter: the cost is what the "
-             "feature-normalised head adds to every step (gradient centralization applies to one conv's weights of "
-             "this network) and the longer compile, and nothing here freezes to pay for it."),
+             "below it) drops none of this network's BatchNorms under `Model`'s wrapping (docs/less-bn.md) and ends "
+             "every seed at O0's accuracy, yet it runs slower than the file: switching the pass on costs this "
+             "network a longer compile and longer steps though it removes nothing, the feature-normalised head and "
+             "gradient centralization (one conv's weights of this network) add a little more, and nothing here "
+             "freezes to pay for either. The file's own cost is about the same time every step, so the shorter the "
+             "step, the larger its share: each row's machine balance gives the step it was measured at."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
@@ -95,7 +97,12 @@ def _number(value, digits=2):
 
 
 def _signed(value, digits=2):
-    return "-" if value is None else f"{value:+.{digits}f}"
+    """``value`` with its sign, and a change that rounds to zero as +0.00 (a mean of seeds that cancel, such as
+    -1e-15, is no loss)."""
+    if value is None:
+        return "-"
+    rounded = round(value, digits)
+    return f"{rounded + 0.0 if rounded else 0.0:+.{digits}f}"
 
 
 def _seeds(seeds):
