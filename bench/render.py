@@ -250,7 +250,9 @@ the third renders this page from them. `--first-seed` adds seeds to a row, `--ar
   so a change under a point is not resolved by two seeds. **Test loss change** likewise, where the run measured it.
 - **Machine balance**: the baseline's median step before anything froze and its first step (the compile). Freezing
   saves step time and costs compiles, so a level's speed-up depends on this balance as much as on the workload: rows
-  of different balance are not comparable.
+  of different balance are not comparable. The files come from more than one machine (each records its CPU), and a
+  workload's row is its latest run on whichever machine ran it: one machine stepped the compute-bound workload at
+  most of a second, another at tens of milliseconds, and freezing pays on the first far more than on the second.
 - **(transcribed)**: measured before results were kept as data; the file carries the figures the benchmarks record
   printed, and null where it printed none.
 
