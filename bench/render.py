@@ -6,9 +6,10 @@
 The page is the current results, not a log: one table a workload (level, baseline, speed-up with its rounds,
 accuracy and test loss change, seeds, machine balance, date), what was not measured, how to reproduce a row, and
 short method sections with no dated figure. A row is a comparison of a results file whose level the page names
-(``LEVELS``); where a workload, level and baseline were measured several times, the latest file's rows stand (by date,
-then by the time a file was written, where it records one), joined by the seeds that earlier files of the same commit
-and epochs measured and it did not (a run with ``--first-seed`` adds seeds to a row), and the older ones stay in their
+(``LEVELS``); where a workload, level and baseline were measured several times, the latest file's rows on each machine
+(CPU) stand (by date, then by the time a file was written, where it records one; a transcribed file, which records no
+CPU, gives way to a later file of any), joined by the seeds that earlier files of the same commit, machine and epochs
+measured and it did not (a run with ``--first-seed`` adds seeds to a row), and the older ones stay in their
 files and in git. Nobody
 edits the page by hand: ``tests/test_figures.py`` renders it and fails when the committed page is stale.
 
@@ -56,17 +57,17 @@ WORKLOADS = {
              "reference's O1, LessBN with freezing over up to 10 groups. The `\"less_bn\": true` row is the file with "
              "LessBN switched on and nothing else: it runs about as slowly as the bare level and ends every seed at "
              "the bare level's accuracy (nothing froze in either, so both trained the same network the same way): "
-             "LessBN is what the bare level pays here. Its pass alone (the row "
-             "below it) drops none of this network's BatchNorms under `Model`'s wrapping (docs/less-bn.md) and ends "
-             "every seed at O0's accuracy, yet it runs slower than the file: switching the pass on costs this "
-             "network a longer compile and longer steps though it removes nothing, the feature-normalised head and "
-             "gradient centralization (one conv's weights of this network) add a little more, and nothing here "
-             "freezes to pay for either. The file's own cost is about the same time every step, so the shorter the "
+             "LessBN is what the bare level pays here. Its pass alone "
+             "drops none of this network's BatchNorms under `Model`'s wrapping (docs/less-bn.md) and ends every seed "
+             "at O0's accuracy: on one machine it ran at the file's speed, on the other slower, in a longer compile "
+             "and longer steps though it removes nothing; the feature-normalised head and gradient centralization "
+             "(one conv's weights of this network) add a little more, and nothing here freezes to pay for either. The file's own cost is about the same time every step, so the shorter the "
              "step, the larger its share: each row's machine balance gives the step it was measured at."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
-              "0.5 s on the machine that runs it (`--workload heavy`)."),
+              "0.5 s on the machine that runs it, or the largest where none does (`--workload heavy`; the run prints "
+              "the size it took)."),
     "augment": ("Augmented", "Compute-bound, each training image shifted at random by up to 2 pixels every epoch, so "
                 "samples do not repeat and the frozen-prefix cache cannot serve."),
     "finetune": ("Fine-tuning", "Compute-bound's network pretrained with O0 on the digits 0-4, fine-tuned on 5-9 for 8 "
@@ -111,11 +112,22 @@ def _seeds(seeds):
     return ", ".join(map(str, seeds))
 
 
+def machine(record):
+    """The CPU a results file was measured on, in short ("Intel Xeon", "AMD EPYC"), or None where the file records
+    none (a transcribed one)."""
+    cpu = (record.get("machine") or {}).get("cpu")
+    if not cpu:
+        return None
+    return " ".join(word for word in cpu.replace("(R)", "").replace("(TM)", "").split()
+                    if word not in ("Processor", "CPU"))
+
+
 def _balance(record):
     step, compile_seconds = record["balance"]["o0_step_ms"], record["balance"]["first_compile_s"]
+    cpu = "" if machine(record) is None else f", {machine(record)}"
     if step is None and compile_seconds is None:
-        return "-"
-    return f"{'-' if step is None else f'{step:,.0f} ms'}, {_number(compile_seconds)} s"
+        return "-" + cpu
+    return f"{'-' if step is None else f'{step:,.0f} ms'}, {_number(compile_seconds)} s{cpu}"
 
 
 def _speed_up(figures):
@@ -127,21 +139,27 @@ def _speed_up(figures):
 def rows(records):
     """``[(record, comparison, figures)]`` the page shows: comparisons of the ``LEVELS`` against a ``BASES`` arm,
     refusing a workload ``WORKLOADS`` does not describe (its rows would otherwise vanish from the page),
-    each (workload, epochs, workers, base, level)'s latest only (``_written``, ``_row_key``), with the seeds earlier
-    files of its commit add (``_pooled``); in ``LEVELS``' order, then stand-alone first, then by run length (epochs),
-    then by date and file."""
+    each (workload, epochs, workers, base, level)'s latest only on each machine (``_written``, ``_row_key``,
+    ``machine``; a file that records no machine, a transcribed one, gives way to a later file of any machine), with
+    the seeds earlier files of its commit add (``_pooled``); in ``LEVELS``' order, then stand-alone first, then by run
+    length (epochs), then by date and file."""
     unknown = sorted({record["workload"] for record in records} - set(WORKLOADS))
     if unknown:
         raise ValueError(f"results files of the workload(s) {', '.join(unknown)}, which bench/render.py's WORKLOADS "
                          "does not describe: add each with its heading and one sentence on what it trains")
     shown = [(record, comparison) for record in records for comparison in record["comparisons"]
              if comparison["level"] in LEVELS and comparison["base"] in BASES]
-    latest = {}
+    latest, newest = {}, {}  # the latest file of a row on each machine, and on any
     for record, comparison in shown:
         key = _row_key(record, comparison)
-        latest[key] = max(latest.get(key, ("", "")), _written(record))
-    kept = [_pooled(record, comparison, shown) for record, comparison in shown
-            if _written(record) == latest[_row_key(record, comparison)]]
+        latest[key, machine(record)] = max(latest.get((key, machine(record)), ("", "")), _written(record))
+        newest[key] = max(newest.get(key, ("", "")), _written(record))
+
+    def stands(record, comparison):
+        key, written = _row_key(record, comparison), _written(record)
+        return written == latest[key, machine(record)] and (machine(record) is not None or written == newest[key])
+
+    kept = [_pooled(record, comparison, shown) for record, comparison in shown if stands(record, comparison)]
     order = list(LEVELS)
     kept.sort(key=lambda row: (order.index(row[1]["level"]), row[0]["workers"], row[0]["epochs"],
                                row[0]["date"]))  # stable: file order
@@ -154,8 +172,8 @@ def _row_key(record, comparison):
 
 
 def _pooled(record, comparison, shown):
-    """The row of ``comparison`` (of ``record``, the latest file of its ``_row_key``) with the seeds of the earlier
-    files of the same commit that it lacks (a later run's ``--first-seed`` adds seeds to the row), and the machine
+    """The row of ``comparison`` (of ``record``, the latest file of its ``_row_key`` on its machine) with the seeds of
+    the earlier files of the same commit and machine that it lacks (a later run's ``--first-seed`` adds seeds to the row), and the machine
     balance their median; a seed run twice counts once, as the latest file that ran it gives it. A transcribed file,
     or one without a commit, stands alone."""
     if record.get("provenance") or not record["commit"]:
@@ -163,7 +181,8 @@ def _pooled(record, comparison, shown):
     seeds = {seed["seed"]: seed for seed in comparison["seeds"]}
     for other, earlier in sorted(shown, key=lambda row: _written(row[0]), reverse=True):
         if (other is record or other.get("provenance") or other["commit"] != record["commit"]
-                or _written(other) > _written(record) or _row_key(other, earlier) != _row_key(record, comparison)):
+                or machine(other) != machine(record) or _written(other) > _written(record)
+                or _row_key(other, earlier) != _row_key(record, comparison)):
             continue
         for seed in earlier["seeds"]:
             seeds.setdefault(seed["seed"], seed)
@@ -205,7 +224,7 @@ def workload_table(shown, workload):
     name, what = WORKLOADS[workload]
     return [f"## {name}", "", *_prose(what), "",
             "| level | against | speed-up (per round) | accuracy change (points) | test loss change | seeds | "
-            "machine balance: O0 step, compile | date |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "machine balance: O0 step, compile, CPU | date |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
             *lines, ""]
 
 
@@ -250,9 +269,10 @@ the third renders this page from them. `--first-seed` adds seeds to a row, `--ar
   so a change under a point is not resolved by two seeds. **Test loss change** likewise, where the run measured it.
 - **Machine balance**: the baseline's median step before anything froze and its first step (the compile). Freezing
   saves step time and costs compiles, so a level's speed-up depends on this balance as much as on the workload: rows
-  of different balance are not comparable. The files come from more than one machine (each records its CPU), and a
-  workload's row is its latest run on whichever machine ran it: one machine stepped the compute-bound workload at
-  most of a second, another at tens of milliseconds, and freezing pays on the first far more than on the second.
+  of different balance are not comparable. The files come from more than one machine, each recording its CPU, which
+  the balance names: a workload shows each machine's latest run (a transcribed file, which records none, gives way to
+  any later run). One machine stepped the compute-bound workload at most of a second, another at tens of
+  milliseconds, and freezing paid on the first far more than on the second.
 - **(transcribed)**: measured before results were kept as data; the file carries the figures the benchmarks record
   printed, and null where it printed none.
 

@@ -74,6 +74,32 @@ def test_each_workload_level_shows_its_latest_day_only():
     assert "9.99x" in render.render([older])
 
 
+def test_each_machine_shows_its_latest_row_and_a_transcribed_file_gives_way_to_any():
+    """Runs of one workload and level on two CPUs: each CPU's latest file stands, named in its balance, so a figure
+    measured where steps are dear does not hide one measured where they are cheap, or the reverse; a transcribed file
+    (no CPU recorded) gives way to a later file of either."""
+    def run(cpu, date, ratio, provenance=False):
+        record = copy.deepcopy(next(record for record in RECORDS if record["workload"] == "compute"
+                                    and not record.get("provenance")))
+        comparison = next(c for c in record["comparisons"] if c["level"] == "O1")
+        for seed in comparison["seeds"]:
+            seed["ratio"] = ratio
+        record.update(comparisons=[comparison], date=date, time="01:00:00", commit="abc1234",
+                      machine={"cpu": cpu, "cores": 2})
+        if provenance:
+            record.pop("machine")
+            record["provenance"] = "transcribed"
+        return record
+
+    files = [run("Intel(R) Xeon(R) Processor", "2099-01-01", 6.66), run("Intel(R) Xeon(R) Processor", "2098-01-01",
+                                                                            5.55),
+             run("AMD EPYC", "2099-01-02", 4.44), run(None, "2099-01-01", 3.33, provenance=True)]
+    page = render.render(RECORDS + files)
+    assert "6.66x" in page and "4.44x" in page and "5.55x" not in page and "3.33x" not in page
+    assert "Intel Xeon |" in page and "AMD EPYC |" in page
+    assert "3.33x" in render.render(RECORDS + files[3:])
+
+
 def test_a_day_with_a_file_that_records_its_time_shows_that_file_alone():
     """Several runs of one workload and level on one day: the file written last stands (its ``time``), the files of
     that day that record no time give way to it, and one written earlier that day gives way too."""
