@@ -44,7 +44,7 @@ WORKLOADS = {
                "give each seed's figures)."),
     "tiny": ("Truly launch-bound", "A ResNet of width 4 with one block a stage (5 stages) on the 8x8 digits, batch 32, "
              "12 epochs: the shortest step of these workloads (O0's is the rows' machine balance), where a few host "
-             "reads or kernels a step show. On this 2-core machine the step moves by up to a third between runs of "
+             "reads or kernels a step show. On these 2-core machines the step moves by up to a third between runs of "
              "one process, whatever the arm, so its rows run A B B A "
              "(`--abba`). `python bench/step_overhead.py` times what the route adds to a step where nothing freezes "
              "(its `O1 route` pair: `configs/O1.json`'s cell at level 0 against the O0 cell, called in a loop, in "
@@ -57,12 +57,13 @@ WORKLOADS = {
              "reference's O1, LessBN with freezing over up to 10 groups. The `\"less_bn\": true` row is the file with "
              "LessBN switched on and nothing else: it runs about as slowly as the bare level and ends every seed at "
              "the bare level's accuracy (nothing froze in either, so both trained the same network the same way): "
-             "LessBN is what the bare level pays here. Its pass alone "
-             "drops none of this network's BatchNorms under `Model`'s wrapping (docs/less-bn.md) and ends every seed "
-             "at O0's accuracy: on one machine it ran at the file's speed, on the other slower, in a longer compile "
-             "and longer steps though it removes nothing; the feature-normalised head and gradient centralization "
-             "(one conv's weights of this network) add a little more, and nothing here freezes to pay for either. The file's own cost is about the same time every step, so the shorter the "
-             "step, the larger its share: each row's machine balance gives the step it was measured at."),
+             "LessBN is what the bare level pays here. Its pass alone drops none of this network's BatchNorms under "
+             "`Model`'s wrapping (docs/less-bn.md) and ends every seed at O0's accuracy: on one machine it ran at the "
+             "file's speed, on the other slower, in a longer compile and longer steps though it removes nothing; the "
+             "feature-normalised head and gradient centralization (one conv's weights of this network) add a little "
+             "more, and nothing here freezes to pay for either. The file's own cost is about the same time every "
+             "step, so the shorter the step, the larger its share: each row's machine balance gives the step it was "
+             "measured at."),
     "compute": ("Compute-bound", "The same ResNet at width 16 on the digits upsampled to 16x16: convolutions "
                 "dominate."),
     "heavy": ("Heavy", "The cheapest size from the compute-bound configuration up at which an O0 step takes at least "
@@ -102,8 +103,7 @@ def _signed(value, digits=2):
     -1e-15, is no loss)."""
     if value is None:
         return "-"
-    rounded = round(value, digits)
-    return f"{rounded + 0.0 if rounded else 0.0:+.{digits}f}"
+    return f"{round(value, digits) or 0.0:+.{digits}f}"
 
 
 def _seeds(seeds):
@@ -173,9 +173,9 @@ def _row_key(record, comparison):
 
 def _pooled(record, comparison, shown):
     """The row of ``comparison`` (of ``record``, the latest file of its ``_row_key`` on its machine) with the seeds of
-    the earlier files of the same commit and machine that it lacks (a later run's ``--first-seed`` adds seeds to the row), and the machine
-    balance their median; a seed run twice counts once, as the latest file that ran it gives it. A transcribed file,
-    or one without a commit, stands alone."""
+    the earlier files of the same commit and machine that it lacks (a later run's ``--first-seed`` adds seeds to the
+    row), and the machine balance their median; a seed run twice counts once, as the latest file that ran it gives
+    it. A transcribed file, or one without a commit, stands alone."""
     if record.get("provenance") or not record["commit"]:
         return record, comparison
     seeds = {seed["seed"]: seed for seed in comparison["seeds"]}

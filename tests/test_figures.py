@@ -91,9 +91,9 @@ def test_each_machine_shows_its_latest_row_and_a_transcribed_file_gives_way_to_a
             record["provenance"] = "transcribed"
         return record
 
-    files = [run("Intel(R) Xeon(R) Processor", "2099-01-01", 6.66), run("Intel(R) Xeon(R) Processor", "2098-01-01",
-                                                                            5.55),
-             run("AMD EPYC", "2099-01-02", 4.44), run(None, "2099-01-01", 3.33, provenance=True)]
+    intel = "Intel(R) Xeon(R) Processor"
+    files = [run(intel, "2099-01-01", 6.66), run(intel, "2098-01-01", 5.55), run("AMD EPYC", "2099-01-02", 4.44),
+             run(None, "2099-01-01", 3.33, provenance=True)]
     page = render.render(RECORDS + files)
     assert "6.66x" in page and "4.44x" in page and "5.55x" not in page and "3.33x" not in page
     assert "Intel Xeon |" in page and "AMD EPYC |" in page
