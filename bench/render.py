@@ -124,7 +124,8 @@ def machine(record):
 
 def _balance(record):
     step, compile_seconds = record["balance"]["o0_step_ms"], record["balance"]["first_compile_s"]
-    cpu = "" if machine(record) is None else f", {machine(record)}"
+    cpu = machine(record)
+    cpu = "" if cpu is None else f", {cpu}"
     if step is None and compile_seconds is None:
         return "-" + cpu
     return f"{'-' if step is None else f'{step:,.0f} ms'}, {_number(compile_seconds)} s{cpu}"
@@ -139,25 +140,25 @@ def _speed_up(figures):
 def rows(records):
     """``[(record, comparison, figures)]`` the page shows: comparisons of the ``LEVELS`` against a ``BASES`` arm,
     refusing a workload ``WORKLOADS`` does not describe (its rows would otherwise vanish from the page),
-    each (workload, epochs, workers, base, level)'s latest only on each machine (``_written``, ``_row_key``,
-    ``machine``; a file that records no machine, a transcribed one, gives way to a later file of any machine), with
-    the seeds earlier files of its commit add (``_pooled``); in ``LEVELS``' order, then stand-alone first, then by run
-    length (epochs), then by date and file."""
+    each (workload, epochs, workers, base, level)'s latest only on each machine (``_written``, ``_row_key``; a file
+    that records no machine, a transcribed one, gives way to a later file of any machine), with the seeds earlier
+    files of its commit and machine add (``_pooled``); in ``LEVELS``' order, then stand-alone first, then by run length
+    (epochs), then by date and file."""
     unknown = sorted({record["workload"] for record in records} - set(WORKLOADS))
     if unknown:
         raise ValueError(f"results files of the workload(s) {', '.join(unknown)}, which bench/render.py's WORKLOADS "
                          "does not describe: add each with its heading and one sentence on what it trains")
     shown = [(record, comparison) for record in records for comparison in record["comparisons"]
              if comparison["level"] in LEVELS and comparison["base"] in BASES]
-    latest, newest = {}, {}  # the latest file of a row on each machine, and on any
+    latest, newest = {}, {}  # the latest file of a row on its machine, and on any (the key without the machine)
     for record, comparison in shown:
-        key = _row_key(record, comparison)
-        latest[key, machine(record)] = max(latest.get((key, machine(record)), ("", "")), _written(record))
-        newest[key] = max(newest.get(key, ("", "")), _written(record))
+        key, written = _row_key(record, comparison), _written(record)
+        latest[key] = max(latest.get(key, ("", "")), written)
+        newest[key[:-1]] = max(newest.get(key[:-1], ("", "")), written)
 
     def stands(record, comparison):
         key, written = _row_key(record, comparison), _written(record)
-        return written == latest[key, machine(record)] and (machine(record) is not None or written == newest[key])
+        return written == latest[key] and (key[-1] is not None or written == newest[key[:-1]])
 
     kept = [_pooled(record, comparison, shown) for record, comparison in shown if stands(record, comparison)]
     order = list(LEVELS)
@@ -167,8 +168,10 @@ def rows(records):
 
 
 def _row_key(record, comparison):
-    """What a row stands for: a workload at a run length, its workers, a baseline and a level."""
-    return record["workload"], record["epochs"], record["workers"], comparison["base"], comparison["level"]
+    """What a row stands for: a workload at a run length, its workers, a baseline and a level, on a machine (last:
+    ``machine``, None for a transcribed file)."""
+    return (record["workload"], record["epochs"], record["workers"], comparison["base"], comparison["level"],
+            machine(record))
 
 
 def _pooled(record, comparison, shown):
@@ -181,8 +184,7 @@ def _pooled(record, comparison, shown):
     seeds = {seed["seed"]: seed for seed in comparison["seeds"]}
     for other, earlier in sorted(shown, key=lambda row: _written(row[0]), reverse=True):
         if (other is record or other.get("provenance") or other["commit"] != record["commit"]
-                or machine(other) != machine(record) or _written(other) > _written(record)
-                or _row_key(other, earlier) != _row_key(record, comparison)):
+                or _written(other) > _written(record) or _row_key(other, earlier) != _row_key(record, comparison)):
             continue
         for seed in earlier["seeds"]:
             seeds.setdefault(seed["seed"], seed)
