@@ -332,6 +332,48 @@ class StepTimes(Callback):
         self.levels.append(self.level)
 
 
+class RouteWork:
+    """The frozen levels' route's own work over a run, beside the steps it runs: each call it takes (``take_step``)
+    less the step it ran in it (its level's step on the batch or on the cache's outputs), summed from the run's second
+    call on (the first compiles and reads the run's state). That is the ledger's clock, the weighings, the probe, the
+    cache's lookups and fill, and the schedule's decisions taken between steps (their graph included); not
+    ``HostHooks``' dispatch, a few attribute reads. The route's steps and ``take_step`` are wrapped in place.
+
+    Args:
+        route (FrozenLevelRoute): the route. clock (callable): seconds now; default ``time.perf_counter``.
+
+    Attributes:
+        seconds (float): the route's own work so far. calls (int): the calls it covers.
+    """
+
+    def __init__(self, route, clock=time.perf_counter):
+        self.clock, self.seconds, self.calls, self._inside, self._first = clock, 0.0, 0, 0.0, True
+        take_step = route.take_step
+
+        def timed_take_step(cell, inputs):
+            self._inside = 0.0
+            start = self.clock()
+            outputs = take_step(cell, inputs)
+            if not self._first:
+                self.seconds += self.clock() - start - self._inside
+                self.calls += 1
+            self._first = False
+            return outputs
+
+        route.take_step = timed_take_step
+        for steps in (route.uncached, route.cached):
+            for level, step in list(steps.items()):
+                steps[level] = self._timed_step(step)
+
+    def _timed_step(self, step):
+        def timed(*inputs):
+            start = self.clock()
+            outputs = step(*inputs)
+            self._inside += self.clock() - start
+            return outputs
+        return timed
+
+
 def _route_active(network):
     """Whether the train cell's frozen levels' route takes its steps."""
     route = getattr(network, "level_route", None)
@@ -402,17 +444,20 @@ def train_arm(arm, workload, seed, epochs, data, rank=0, rank_count=1):
                   boost_config_dict=config)
     build = time.perf_counter() - start
     dataset = training_dataset(workload, x_train, y_train, rank, rank_count, seed)
+    route = getattr(model.train_network, "level_route", None)
+    route_work = RouteWork(route) if route is not None and route.active else None
     times = StepTimes()
     start = time.perf_counter()
     model.train(epochs, dataset, callbacks=[CosineLearningRate(peak, epochs), times], dataset_sink_mode=False)
     total = time.perf_counter() - start
     model.predict_network.set_train(False)
     cache = getattr(model.train_network, "prefix_cache", None)
-    route = getattr(model.train_network, "level_route", None)
     result = {"end_to_end": len(times.steps) * BATCH_SIZE * rank_count / total,
               "accuracy": accuracy(model.predict_network, x_test, y_test), "train": total, "build": build,
               "outside_steps": total - float(np.sum(times.steps)), **breakdown(times, cache),
               **result_files.arm_measures(model, x_test, y_test)}
+    if route_work is not None and route_work.calls:
+        result["route_work"] = route_work.seconds / route_work.calls
     if cache is not None:
         result.update(cache_hits=cache.hits, cache_misses=cache.misses, cache_received=cache.received,
                       cache_aside=route.aside)

@@ -17,9 +17,9 @@ A file holds one run of one workload (``SCHEMA``'s fields):
   second (arm over base), each arm's held-out accuracy (%) and test loss, their changes (arm less base; accuracy in
   points), the balance of that seed's base arm, where each level froze (``{level: first update at it}``), what the
   frozen-prefix cache did, the train cell's decision records (``cell.decisions``, each ``to_dict()``; empty where
-  the cell keeps none), each arm's median step before anything froze, compiles and time outside the steps
-  (``steps``), and with ``--abba`` each arm's two runs' own speed, accuracy and test loss (``runs``; null
-  otherwise). Files written before ``steps`` and ``runs`` were recorded lack them.
+  the cell keeps none), each arm's median step before anything froze, compiles, time outside the steps and the
+  route's own work a call (``steps``), and with ``--abba`` each arm's two runs' own speed, accuracy and test loss
+  (``runs``; null otherwise). Files written before ``steps``, ``runs`` and the route's work were recorded lack them.
 
 Files transcribed from the benchmarks record, written before this module existed, carry ``provenance`` and may give
 ``reported``: the summary figures of a comparison as the record printed them, where it gave no per-seed figure (a
@@ -112,15 +112,16 @@ def seed_record(seed, base, arm):
 
 
 def _step_figures(measures):
-    """Where one arm's time went: its median step before anything froze (ms), its compiles (s) and its time outside
-    the steps (s); None where the benchmark does not take one."""
-    step = measures.get("median_level0_step")
+    """Where one arm's time went: its median step before anything froze (ms), its compiles (s), its time outside
+    the steps (s) and the frozen levels' route's own work a call beside its steps (ms, ``o1_speedup.RouteWork``);
+    None where the benchmark does not take one (an arm without the route)."""
+    step, route = measures.get("median_level0_step"), measures.get("route_work")
     return {"median_step_ms": None if step is None else 1e3 * step, "compiles_s": measures.get("compiles"),
-            "outside_steps_s": measures.get("outside_steps")}
+            "outside_steps_s": measures.get("outside_steps"), "route_work_ms": None if route is None else 1e3 * route}
 
 
 AVERAGED = ("accuracy", "test_loss", "train", "build", "outside_steps", "compiles", "first_step", "median_level0_step",
-            "level0_steps", "frozen_steps", "cache_fill")
+            "level0_steps", "frozen_steps", "cache_fill", "route_work")
 
 
 def abba_measures(first, second):

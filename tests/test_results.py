@@ -134,3 +134,63 @@ def test_an_abba_rounds_two_runs_of_an_arm_count_as_one_over_their_whole_wall_ti
     assert record["ratio"] == pytest.approx(1.5) and record["accuracy_change"] == pytest.approx(1.0)
     assert [run["end_to_end"] for run in record["runs"]["arm"]] == [100.0, 300.0]
     assert record["steps"]["arm"]["median_step_ms"] == pytest.approx(50.0)
+
+
+def test_the_routes_own_work_a_call_is_recorded_in_ms_and_none_without_a_route():
+    """An arm with the frozen levels' route gives its own work a call (seconds, ``o1_speedup.RouteWork``) in ms
+    beside its steps; an arm without it (O0) gives None, and an A B B A round averages the two runs'."""
+    base, arm = measures(100.0, 0.98, 0.10), measures(99.0, 0.98, 0.10, route_work=0.00012)
+    record = results.seed_record(0, base, arm)
+    assert record["steps"]["arm"]["route_work_ms"] == pytest.approx(0.12)
+    assert record["steps"]["base"]["route_work_ms"] is None
+    merged = results.abba_measures(arm, measures(101.0, 0.98, 0.10, route_work=0.00008))
+    assert merged["route_work"] == pytest.approx(0.0001)
+
+
+class _Clock:
+    """A clock the test moves: ``advance(seconds)``."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+class _Route:
+    """A stand-in for ``FrozenLevelRoute`` with a set cost: each call spends ``own`` seconds of its own around the
+    step of the level it runs, which spends ``step`` seconds (on the batch, or on the cache's outputs)."""
+
+    def __init__(self, clock, own, step):
+        self.clock, self.own, self.step_seconds = clock, own, step
+        self.uncached = {0: self._step, 2: self._step}
+        self.cached = {2: self._step}
+
+    def _step(self, *inputs):
+        self.clock.advance(self.step_seconds)
+        return inputs, 1
+
+    def take_step(self, cell, inputs):
+        self.clock.advance(self.own / 2)
+        outputs = (self.cached[2] if inputs[0] == "cached" else self.uncached[0])(*inputs)[0]
+        self.clock.advance(self.own / 2)
+        return outputs
+
+
+def test_the_routes_own_work_is_each_call_less_the_step_it_ran_from_the_second_call_on():
+    """``RouteWork`` counts what a call of the route spends beside the step it runs (on the batch or the cache's
+    outputs), leaving out the first call (compiles, the run's state read), and the route's outputs pass through."""
+    import o1_speedup  # pylint: disable=import-outside-toplevel  (MindSpore and the examples: this test only)
+    clock = _Clock()
+    route = _Route(clock, own=0.002, step=0.5)
+    work = o1_speedup.RouteWork(route, clock)
+    clock.advance(7.0)  # time between calls (the data, callbacks) is not the route's
+    assert route.take_step(None, ("batch",)) == ("batch",)
+    route.own = 0.003
+    for inputs in (("batch",), ("cached",), ("batch",)):
+        clock.advance(1.0)
+        assert route.take_step(None, inputs) == inputs
+    assert work.calls == 3 and work.seconds == pytest.approx(0.009)
