@@ -20,6 +20,7 @@ on against the file; each figure with its seeds and machine balance).
 import argparse
 import os
 import re
+import statistics
 import sys
 import textwrap
 
@@ -227,7 +228,34 @@ def workload_table(shown, workload):
     return [f"## {name}", "", *_prose(what), "",
             "| level | against | speed-up (per round) | accuracy change (points) | test loss change | seeds | "
             "machine balance: O0 step, compile, CPU | date |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
-            *lines, ""]
+            *lines, "", *route_work_lines(shown, workload)]
+
+
+def route_work(comparison):
+    """The frozen levels' route's own work a call beside the steps it ran, in ms: the median over the seeds that
+    measured it (``route_work_ms``, bench/o1_speedup.py's ``RouteWork``), or None where none did."""
+    values = [seed["steps"]["arm"]["route_work_ms"] for seed in comparison["seeds"]
+              if (seed.get("steps") or {}).get("arm", {}).get("route_work_ms") is not None]
+    return statistics.median(values) if values else None
+
+
+def route_work_lines(shown, workload):
+    """The markdown lines that give, for each of the workload's rows whose file measured it, the route's own work a
+    call against the row's O0 step (none where no row did)."""
+    parts = []
+    for record, comparison, _ in shown:
+        work = route_work(comparison) if record["workload"] == workload else None
+        if work is not None:
+            step = record["balance"]["o0_step_ms"]
+            cpu = machine(record)
+            parts.append(f"{_level(record, comparison)}, {work:.3f} ms a call against an O0 step of "
+                         f"{'-' if step is None else f'{step:,.1f}'} ms ({record['date']}"
+                         f"{'' if cpu is None else f', {cpu}'})")
+    if not parts:
+        return []
+    return [*_prose("The frozen levels' route's own work beside the steps it runs (`RouteWork` in "
+                    "bench/o1_speedup.py: each call less the step it ran, from the second call on, a call's mean over "
+                    "the run; the median over the row's seeds): " + "; ".join(parts) + "."), ""]
 
 
 def not_measured(shown):
