@@ -57,7 +57,9 @@ class CostLedger(nn.Cell):
                                requires_grad=False)
         self.timed = Parameter(Tensor(np.zeros(rows, np.int32)), name="grad_freeze.ledger.timed", requires_grad=False)
         self.repeats = Parameter(Tensor(np.array(-1, np.int32)), name="grad_freeze.ledger.repeats", requires_grad=False)
-        self._started = None  # [row or None, clock reading] of the call being timed; host only
+        # [row or None, clock reading] of the call being timed (row None: none yet, or one not recorded); host only,
+        # changed in place between steps (setting a Cell attribute runs MindSpore's checks, a few microseconds)
+        self._started = [None, 0.0]
         self._mirror = None  # the host mirror {name: numpy array} of the Parameters, from the run's first step
         self._written = None  # the arrays the Parameters hold (read or last written), for ``sync`` to skip
         self._pending = []  # (row, seconds) recorded since the mirror was last brought up to date, in order
@@ -124,10 +126,10 @@ class CostLedger(nn.Cell):
     def start(self, row):
         """A step recorded in ``row`` (a level, or ``cached_row``) starts now: the step before it, if any, ends here
         and is recorded."""
-        now = self.clock()
-        if self._started is not None and self._started[0] is not None:
-            self.record(self._started[0], now - self._started[1])
-        self._started = [row, now]
+        now, started = self.clock(), self._started
+        if started[0] is not None:
+            self.record(started[0], now - started[1])
+        started[0], started[1] = row, now
 
     def restart(self):
         """The step that started last starts again now: what ran since (the cache's probe, host work that serves
