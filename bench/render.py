@@ -9,9 +9,9 @@ short method sections with no dated figure. A row is a comparison of a results f
 (``LEVELS``); where a workload, level and baseline were measured several times, the latest file's rows on each machine
 (CPU) stand (by date, then by the time a file was written, where it records one; a transcribed file, which records no
 CPU, gives way to a later file of any), joined by the seeds that earlier files of the same commit, machine and epochs
-measured and it did not (a run with ``--first-seed`` adds seeds to a row), and the older ones stay in their
-files and in git. Nobody
-edits the page by hand: ``tests/test_figures.py`` renders it and fails when the committed page is stale.
+measured and it did not (a run with ``--first-seed`` adds seeds to a row), and the older ones stay in their files
+and in git. Nobody edits the page by hand: ``tests/test_figures.py`` renders it and fails when the committed page is
+stale.
 
 A user page quotes the same figures through a region the renderer owns, between ``<!-- results: NAME -->`` and
 ``<!-- /results -->`` (``REGIONS``: ``levels``, the levels against O0 on each workload, and ``parts``, a part switched
@@ -55,10 +55,10 @@ WORKLOADS = {
              "weighs the levels (the ledger's medians, the policy, one read of the updates applied, the ledger and "
              "the policy's record written to their Parameters), and with the cache on \"auto\" the cache's probe "
              "hashes each batch of the first epoch and an eighth. `boost_level=\"O1\"` with no file is the "
-             "reference's O1, LessBN with freezing over up to 10 groups. The `\"less_bn\": true` rows are the file with "
-             "LessBN switched on and nothing else: on each machine it runs about as slowly as the bare level and ends "
-             "every seed at the bare level's accuracy (nothing froze in either, so both trained the same network the same way): "
-             "LessBN is what the bare level pays here. Its pass alone drops none of this network's BatchNorms under "
+             "reference's O1, LessBN with freezing over up to 10 groups. The `\"less_bn\": true` rows are the file "
+             "with LessBN switched on and nothing else: on each machine it runs about as slowly as the bare level and "
+             "ends every seed at the bare level's accuracy (nothing froze in either, so both trained the same network "
+             "the same way): LessBN is what the bare level pays here. Its pass alone drops none of this network's BatchNorms under "
              "`Model`'s wrapping (docs/less-bn.md) and ends every seed at O0's accuracy: on one machine it ran at the "
              "file's speed, on the other slower, in a longer compile and longer steps though it removes nothing; the "
              "feature-normalised head and gradient centralization (one conv's weights of this network) add a little "
@@ -123,10 +123,15 @@ def machine(record):
                     if word not in ("Processor", "CPU"))
 
 
+def _on_machine(record):
+    """``", <CPU>"`` for a file that records its machine, else "" (to close a figure's brackets)."""
+    cpu = machine(record)
+    return "" if cpu is None else f", {cpu}"
+
+
 def _balance(record):
     step, compile_seconds = record["balance"]["o0_step_ms"], record["balance"]["first_compile_s"]
-    cpu = machine(record)
-    cpu = "" if cpu is None else f", {cpu}"
+    cpu = _on_machine(record)
     if step is None and compile_seconds is None:
         return "-" + cpu
     return f"{'-' if step is None else f'{step:,.0f} ms'}, {_number(compile_seconds)} s{cpu}"
@@ -247,10 +252,8 @@ def route_work_lines(shown, workload):
         work = route_work(comparison) if record["workload"] == workload else None
         if work is not None:
             step = record["balance"]["o0_step_ms"]
-            cpu = machine(record)
             parts.append(f"{_level(record, comparison)}, {work:.3f} ms a call against an O0 step of "
-                         f"{'-' if step is None else f'{step:,.1f}'} ms ({record['date']}"
-                         f"{'' if cpu is None else f', {cpu}'})")
+                         f"{'-' if step is None else f'{step:,.1f}'} ms ({record['date']}{_on_machine(record)})")
     if not parts:
         return []
     return [*_prose("The frozen levels' route's own work beside the steps it runs (`RouteWork` in "

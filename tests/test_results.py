@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.helpers import SetClock
 from tests.launch import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -147,19 +148,6 @@ def test_the_routes_own_work_a_call_is_recorded_in_ms_and_none_without_a_route()
     assert merged["route_work"] == pytest.approx(0.0001)
 
 
-class _Clock:
-    """A clock the test moves: ``advance(seconds)``."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds):
-        self.now += seconds
-
-
 class _Route:
     """A stand-in for ``FrozenLevelRoute`` with a set cost: each call spends ``own`` seconds of its own around the
     step of the level it runs, which spends ``step`` seconds (on the batch, or on the cache's outputs)."""
@@ -170,13 +158,13 @@ class _Route:
         self.cached = {2: self._step}
 
     def _step(self, *inputs):
-        self.clock.advance(self.step_seconds)
+        self.clock.now += self.step_seconds
         return inputs, 1
 
     def take_step(self, cell, inputs):
-        self.clock.advance(self.own / 2)
+        self.clock.now += self.own / 2
         outputs = (self.cached[2] if inputs[0] == "cached" else self.uncached[0])(*inputs)[0]
-        self.clock.advance(self.own / 2)
+        self.clock.now += self.own / 2
         return outputs
 
 
@@ -184,13 +172,13 @@ def test_the_routes_own_work_is_each_call_less_the_step_it_ran_from_the_second_c
     """``RouteWork`` counts what a call of the route spends beside the step it runs (on the batch or the cache's
     outputs), leaving out the first call (compiles, the run's state read), and the route's outputs pass through."""
     import o1_speedup  # pylint: disable=import-outside-toplevel  (MindSpore and the examples: this test only)
-    clock = _Clock()
+    clock = SetClock()
     route = _Route(clock, own=0.002, step=0.5)
     work = o1_speedup.RouteWork(route, clock)
-    clock.advance(7.0)  # time between calls (the data, callbacks) is not the route's
+    clock.now += 7.0  # time between calls (the data, callbacks) is not the route's
     assert route.take_step(None, ("batch",)) == ("batch",)
     route.own = 0.003
     for inputs in (("batch",), ("cached",), ("batch",)):
-        clock.advance(1.0)
+        clock.now += 1.0
         assert route.take_step(None, inputs) == inputs
     assert work.calls == 3 and work.seconds == pytest.approx(0.009)
