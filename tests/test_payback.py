@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from boost_cells import BoostTrainOneStepCell
-from boost_cells.freezing.host.ledger import CostLedger
+from boost_cells.freezing.host.ledger import CostLedger, window_median
 from boost_cells.freezing.host.payback import (ENTRY_MARGIN, PRIOR_SAVING, Costs, expected_saving, layer_shares,
                                                paying_levels)
 from tests.helpers import (STEP_SECONDS, STEPS, SetClock, auto_config, clocked_run, data, mlp_setup,
@@ -122,6 +122,37 @@ def test_the_ledger_keeps_what_one_write_a_step_would_have_kept():
     ledger.sync()
     np.testing.assert_array_equal(ledger.steps.asnumpy(), steps)
     np.testing.assert_array_equal(ledger.timed.asnumpy(), timed)
+
+
+def test_the_ledger_summary_is_the_numpy_reference():
+    """The summary, bit for bit, against its NumPy rendering: each row's ``np.median`` of its last
+    ``min(timed, WINDOW)`` steps once ``MIN_TIMED`` are timed (-1 before), and its compile, the first step less that
+    median (at least 0; the whole first step while the median is unknown; -1 before any step), all float32; rows
+    timed from none to more than a window, times across four orders of magnitude, so the window's even and odd
+    lengths and its wrap are all met."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        ledger = CostLedger(3)
+        for row in range(6):
+            for _ in range(int(rng.integers(0, 2 * CostLedger.WINDOW + 3))):
+                ledger.record(row, float(rng.random() * 10.0 ** rng.uniform(-4, 0)))
+        table = ledger._table()  # pylint: disable=protected-access
+        first, timed, steps = table["first_step"], table["timed"], table["steps"]
+        median = np.array([np.median(steps[k, :min(timed[k], CostLedger.WINDOW)])
+                           if timed[k] >= CostLedger.MIN_TIMED else -1.0 for k in range(6)], np.float32)
+        compile_seconds = np.where(first < 0, -1.0, np.maximum(0.0, first - np.maximum(median, 0.0)))
+        expected = np.stack([median, compile_seconds]).astype(np.float32)
+        assert ledger.summary().tobytes() == expected.tobytes()
+
+
+def test_the_window_median_is_numpys_median_bit_for_bit():
+    """``window_median`` of a float32 window of 1 to WINDOW values is ``np.median``'s float32, bit for bit."""
+    rng = np.random.default_rng(4)
+    for count in range(1, CostLedger.WINDOW + 1):
+        for _ in range(300):
+            values = (rng.random(count) * 10.0 ** rng.uniform(-4, 1, count)).astype(np.float32)
+            got, expected = window_median(values), np.median(values)
+            assert got.dtype == expected.dtype == np.float32 and got.tobytes() == expected.tobytes()
 
 
 # One second a step at level 0, 0.7 s at level 1, 0.4 s at level 2 (STEP_SECONDS); the compile decides.

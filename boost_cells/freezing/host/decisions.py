@@ -17,7 +17,8 @@ import logging
 
 import numpy as np
 from mindspore import Parameter, Tensor, nn
-from mindspore.common import dtype as mstype
+
+from .held_view import HeldView
 
 __all__ = ["Decision", "DecisionLog", "Figure", "JsonParameter", "schedule_decisions"]
 
@@ -154,6 +155,7 @@ class JsonParameter(nn.Cell):
         super().__init__(auto_prefix=False)
         self.capacity = int(capacity)
         self.stored = Parameter(Tensor(np.zeros(self.capacity, np.uint8)), name=name, requires_grad=False)
+        self._view = HeldView(self.stored)  # ``write`` writes through it, in place
 
     def read(self):
         """The data last written (a checkpoint's), or None where nothing was."""
@@ -170,7 +172,7 @@ class JsonParameter(nn.Cell):
         encoded = self.encoded(data)
         if encoded is None:
             raise ValueError(f"For '{type(self).__name__}', the data must fit {self.capacity} bytes as JSON.")
-        self.stored.set_data(Tensor(np.frombuffer(encoded.ljust(self.capacity, b"\0"), np.uint8), mstype.uint8))
+        self._view.write(np.frombuffer(encoded.ljust(self.capacity, b"\0"), np.uint8))
 
 
 class DecisionLog(JsonParameter):

@@ -19,9 +19,21 @@ import time
 import numpy as np
 from mindspore import Parameter, Tensor, nn
 
+from .held_view import HeldView
 from .payback import Costs
 
-__all__ = ["CostLedger"]
+__all__ = ["CostLedger", "window_median"]
+
+
+def window_median(values):
+    """The median of ``values`` (float32, (n,), n >= 1) as a float32, equal bit for bit to ``np.median``'s: the
+    middle value, or the float32 mean of the two middle values. Sorted as Python floats (a float32 converts exactly):
+    on a window of a few values, ``np.median``'s general machinery costs about 25 us a call between two steps."""
+    ordered = sorted(values.tolist())
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return np.float32(ordered[middle])
+    return (np.float32(ordered[middle - 1]) + np.float32(ordered[middle])) / np.float32(2)
 
 
 class CostLedger(nn.Cell):
@@ -61,7 +73,7 @@ class CostLedger(nn.Cell):
         # changed in place between steps (setting a Cell attribute runs MindSpore's checks, a few microseconds)
         self._started = [None, 0.0]
         self._mirror = None  # the host mirror {name: numpy array} of the Parameters, from the run's first step
-        self._written = None  # the arrays the Parameters hold (read or last written), for ``sync`` to skip
+        self._views = {name: HeldView(getattr(self, name)) for name in self.MIRRORED}  # ``sync`` writes through them
         self._pending = []  # (row, seconds) recorded since the mirror was last brought up to date, in order
 
     def _table(self):
@@ -69,7 +81,6 @@ class CostLedger(nn.Cell):
         the steps recorded since its last use folded in."""
         if self._mirror is None:
             self._mirror = {name: getattr(self, name).asnumpy().copy() for name in self.MIRRORED}
-            self._written = {name: array.copy() for name, array in self._mirror.items()}
         if self._pending:
             self._fold()
         return self._mirror
@@ -80,7 +91,7 @@ class CostLedger(nn.Cell):
         by_row = {}
         for row, seconds in self._pending:
             by_row.setdefault(row, []).append(seconds)
-        self._pending = []
+        self._pending.clear()  # in place: setting a Cell attribute runs MindSpore's checks
         first, steps, timed = self._mirror["first_step"], self._mirror["steps"], self._mirror["timed"]
         for row, times in by_row.items():
             if first[row] < 0:
@@ -88,8 +99,10 @@ class CostLedger(nn.Cell):
             if not times:
                 continue
             kept = times[-self.WINDOW:]
-            column = int(timed[row]) + len(times) - len(kept)
-            steps[row, (column + np.arange(len(kept))) % self.WINDOW] = kept
+            column = (int(timed[row]) + len(times) - len(kept)) % self.WINDOW
+            head = min(len(kept), self.WINDOW - column)  # kept[:head] up to the window's end, the rest from 0
+            steps[row, column:column + head] = kept[:head]
+            steps[row, :len(kept) - head] = kept[head:]
             timed[row] += len(times)
 
     def load(self):
@@ -98,16 +111,13 @@ class CostLedger(nn.Cell):
         self._mirror, self._pending = None, []
 
     def sync(self):
-        """Write the host mirror to the Parameters (a checkpoint then holds every figure recorded so far): the
-        arrays that changed since the ledger last read or wrote them (a checkpoint loaded into the Parameters
-        between is read at ``load``, as the route does at a run's first step)."""
+        """Write the host mirror to the Parameters (a checkpoint then holds every figure recorded so far), in place
+        (``HeldView``: about a microsecond an array). A checkpoint loaded into the Parameters before a run is read at
+        ``load``, as the route does at a run's first step."""
         if self._mirror is None and not self._pending:
             return
         for name, array in self._table().items():
-            if not np.array_equal(array, self._written[name]):
-                parameter = getattr(self, name)
-                parameter.set_data(Tensor(array, parameter.dtype))
-                self._written[name] = array.copy()
+            self._views[name].write(array)
 
     def samples_repeat(self):
         """Whether the run's samples repeat from one epoch to the next, as measured (``record_repeats``); None
@@ -153,15 +163,19 @@ class CostLedger(nn.Cell):
         the whole first step while the median is unknown), seconds; -1 where unknown."""
         table = self._table()
         first, timed, steps = table["first_step"], table["timed"], table["steps"]
-        median = np.array([np.median(steps[k, :min(timed[k], self.WINDOW)]) if timed[k] >= self.MIN_TIMED else -1.0
-                           for k in range(len(timed))], np.float32)
-        compile_seconds = np.where(first < 0, -1.0, np.maximum(0.0, first - np.maximum(median, 0.0)))
-        return np.stack([median, compile_seconds]).astype(np.float32)
+        summary = np.full((2, len(timed)), -1.0, np.float32)
+        zero = np.float32(0)
+        for row, count in enumerate(timed.tolist()):  # Python scalars: a few rows, numpy's per-call cost dominates
+            if count >= self.MIN_TIMED:
+                summary[0, row] = window_median(steps[row, :min(count, self.WINDOW)])
+            if first[row] >= 0:
+                summary[1, row] = max(zero, first[row] - max(summary[0, row], zero))
+        return summary
 
     def costs(self, summary, shares):
         """The ``Costs`` of a ``summary`` (or the mean of the ranks' summaries), with the layer ``shares``."""
-        median, compile_seconds = summary[:, :self.levels]
-        cached = summary[0, self.levels:]
-        return Costs(step={k: float(s) for k, s in enumerate(median) if s >= 0},
-                     compile={k: float(c) for k, c in enumerate(compile_seconds) if c >= 0}, shares=tuple(shares),
-                     cached_step={k: float(s) for k, s in enumerate(cached) if s >= 0})
+        median, compile_seconds = summary[:, :self.levels].tolist()
+        cached = summary[0, self.levels:].tolist()
+        return Costs(step={k: s for k, s in enumerate(median) if s >= 0},
+                     compile={k: c for k, c in enumerate(compile_seconds) if c >= 0}, shares=tuple(shares),
+                     cached_step={k: s for k, s in enumerate(cached) if s >= 0})
