@@ -164,6 +164,7 @@ class FrozenLevelRoute:
         self._schedule_logged = 0  # the schedule's decisions logged so far
         self.decision = schedule.decision_cell()  # the schedule's decision, taken here (None: it takes none)
         self._decides_after = None  # the update count after which the route takes the next decision (first call on)
+        self._decision_compiled = self.decision is None  # whether ``decision`` has compiled (read at the first call)
 
     @property
     def payback(self):
@@ -256,6 +257,7 @@ class FrozenLevelRoute:
                 self._start()
             if self.decision is not None:
                 self._decides_after = self.schedule.decides_after(self.schedule.applied_updates())
+                self._decision_compiled = self.schedule.decided()  # a resumed run's: paid, as its levels' compiles
         level = self._frozen_level()
         self._calls += 1
         if self.ledger is not None:
@@ -299,7 +301,9 @@ class FrozenLevelRoute:
         at the next call. The schedule's updates are read only once the updates applied may have reached it.
 
         While payback allows no level deeper than the one frozen, a decision could freeze nothing, and the route
-        skips it: a run where no level pays never compiles the decision's graph. What skipping gives up is on the
+        skips it: a run where no level pays never compiles the decision's graph. Payback counts that graph's compile
+        against every level until it has compiled (``Costs.decision_compiled``; a resumed run whose interrupted run
+        took a decision counts it compiled, as it does the levels). What skipping gives up is on the
         safe side: the next decision measures its segments' displacement against the copies of the last decision
         taken, over more updates than an interval but counted per interval (a larger displacement), and its loss
         mean spans the intervals since; so a front freezes no earlier for it, and at the latest two decisions after
@@ -314,6 +318,7 @@ class FrozenLevelRoute:
             return
         if updates == self._decides_after and max(self.state.allowed) > self._level:
             self.decision()
+            self._decision_compiled = True
             self._level_changes_at = updates  # the decision may have frozen more: read the level next call
         self._decides_after = self.schedule.decides_after(updates)
 
@@ -423,7 +428,7 @@ class FrozenLevelRoute:
         levels (payback), or the cache while it is undecided."""
         if not self.policy.weighs(self.state, level):
             return
-        costs = self.ledger.costs(self._summary(), self.shares)
+        costs = self.ledger.costs(self._summary(), self.shares, self._decision_compiled)
         repeats = None if self.judge is None else self.judge.repeats
         self._ask(Observation(self.schedule.applied_updates(), level, costs, repeats))
 

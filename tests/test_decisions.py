@@ -62,14 +62,18 @@ def test_payback_and_the_schedule_say_what_they_decided(graph_mode, compile_seco
 def test_the_prior_on_a_launch_bound_shape_is_said_to_be_a_prior(graph_mode):
     """Where launches dominate, a frozen level saves almost nothing (0.99 s against 1.0 s a step), but before any
     frozen level ran only the prior speaks: a sixth of the full step a share of layers, which pays level 1's compile
-    of 5 s here. The record of that decision names it a prior; once level 1 measured its 10 ms, payback says no
-    deeper level pays, from level 1's measured saving, and level 2 never compiles."""
+    of 3 s here and the decision graph's (estimated as large). The record of that decision names the prior, and the
+    decision graph's compile as an estimate; once level 1 measured its 10 ms, payback says no deeper level pays,
+    from level 1's measured saving, with the decision graph compiled, and level 2 never compiles."""
     _, cell = payback_cell()
-    trace, _ = clocked_run(cell, [data(step) for step in range(STEPS)], {0: 1.0, 1: 0.99, 2: 0.98}, 5.0)
+    trace, _ = clocked_run(cell, [data(step) for step in range(STEPS)], {0: 1.0, 1: 0.99, 2: 0.98}, 3.0)
     payback = [decision for decision in cell.decisions if decision.part == "payback"]
     assert [decision.action for decision in payback] == ["allowed levels 1, 2", "allowed no deeper level"]
     sources = [next(f.source for f in decision.figures if "saving" in f.name) for decision in payback]
     assert sources[0].startswith("prior:") and sources[1].startswith("estimate: level 1's measured saving")
+    decision_graph = [[f for f in decision.figures if f.name == "the decision graph's compile"] for decision in payback]
+    assert decision_graph[0][0].source.startswith("estimate:") and decision_graph[1] == []
+    assert "and the decision graph's of about" in payback[0].reason
     assert 1 in trace and 2 not in trace
 
 

@@ -94,7 +94,7 @@ def test_the_loss_condition_decides_alike_on_every_rank(results):
 
 def test_payback_allows_the_same_levels_on_every_rank(results):
     """Ranks whose clocks disagree (freezing pays on one, not on the other) average their ledgers, so both allow
-    the whole front's level alone and freeze it at the same step, straight to it (the bit-identical test above
+    the whole front's level and freeze it at the same step, straight to it (the bit-identical test above
     covers the weights and the allowed levels); alone, the slow-compiling rank would never have frozen."""
     runs = [results[("freeze_payback", rank)] for rank in range(2)]
     assert runs[0]["indices"].tolist() == runs[1]["indices"].tolist()

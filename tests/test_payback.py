@@ -14,8 +14,8 @@ import pytest
 
 from boost_cells import BoostTrainOneStepCell
 from boost_cells.freezing.host.ledger import CostLedger, window_median
-from boost_cells.freezing.host.payback import (ENTRY_MARGIN, PRIOR_SAVING, Costs, expected_saving, layer_shares,
-                                               paying_levels)
+from boost_cells.freezing.host.payback import (ENTRY_MARGIN, PRIOR_SAVING, Costs, decision_estimate,
+                                               expected_saving, layer_shares, paying_levels)
 from tests.helpers import (STEP_SECONDS, STEPS, SetClock, auto_config, clocked_run, data, mlp_setup,
                            numpy_auto_run, payback_cell, state)
 
@@ -57,6 +57,22 @@ def test_a_measured_level_replaces_the_prior_and_a_compiled_one_is_paid():
     assert expected_saving(noisy, 2) == pytest.approx(2 / 3)  # capped at the full step's share, not 1.2 s
     slower = Costs(step={0: 1.0, 1: 1.1}, compile={0: 2.0, 1: 1.0}, shares=SHARES)
     assert expected_saving(slower, 1) == pytest.approx(-0.1) and paying_levels(slower, 0, 10 ** 6) == ()
+
+
+def test_until_the_decision_graph_compiled_every_level_must_repay_its_compile_too():
+    """The host route's decisions run in a graph of their own, compiled at the first decision that may freeze; until
+    it has, a level must repay its own compile and that one (estimated as the run's largest): level 2's prior gain
+    (11.1 s over 100 steps) repays 1.25 x a 5 s compile alone, not with a second 5 s (one allowed at the last
+    weighing, without the entry margin, does); once the decision graph has compiled, it does."""
+    gain = 100 * PRIOR_SAVING * 2 / 3
+    unpaid = Costs(step={0: 1.0}, compile={0: 5.0}, shares=SHARES, decision_compiled=False)
+    assert decision_estimate(unpaid) == 5.0 and gain > 1.25 * 5.0
+    assert paying_levels(unpaid, 0, 100) == ()
+    assert paying_levels(unpaid, 0, 100, paid=(2,)) == (2,)  # allowed before: 11.1 s > 5 s + 5 s, no margin
+    compiled = Costs(step={0: 1.0}, compile={0: 5.0}, shares=SHARES, decision_compiled=True)
+    assert decision_estimate(compiled) == 0.0 and paying_levels(compiled, 0, 100) == (2,)
+    cheaper = Costs(step={0: 1.0}, compile={0: 2.5}, shares=SHARES, decision_compiled=False)
+    assert paying_levels(cheaper, 0, 100) == (2,)  # 11.1 s > 1.25 x (2.5 s + 2.5 s) > level 1's 5.6 s
 
 
 def test_a_level_not_allowed_before_must_repay_its_compile_by_the_entry_margin():
@@ -160,9 +176,10 @@ def test_the_window_median_is_numpys_median_bit_for_bit():
 # call's update is the first that may freeze to a level that pays.
 ALLOWED_FROM = CostLedger.MIN_TIMED + 2
 CASES = {
-    # about 185 steps left when the front settles: level 1's prior gain is about 10 s, level 2's 20 s
+    # about 185 steps left when the front settles: level 1's prior gain is about 10 s, level 2's 20 s; until the
+    # decision graph has compiled, each level's bar holds its compile too (estimated as the run's largest)
     "group_by_group": (1.0, (1, 2), None),  # the front segment after update 9, the middle after 17
-    "one_level": (15.0, (2,), None),
+    "decision_unpaid": (10.0, (), "does not pay"),  # level 2 repays 1.25 x its compile, not with the decision's
     "none": (100.0, (), "does not pay"),
 }
 
@@ -171,9 +188,10 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_run_freezes_to_the_levels_that_pay(mode, case):
     """With the clock set so that compiles are cheap, dear, or dearer than any saving, the schedule freezes group by
-    group (the front segment after update 9, the middle after 17), the whole front at once after update 17, or
-    never (one warning naming the key, the weights those of training every group), in both modes, exactly where the
-    NumPy rendering with those levels allowed does, and to the same weights."""
+    group (the front segment after update 9, the middle after 17) or never (one warning naming the key, the weights
+    those of training every group), in both modes, exactly where the NumPy rendering with those levels allowed
+    does, and to the same weights. Where level 2's gain repays its own compile by the entry margin but not its
+    compile and the decision graph's, nothing freezes."""
     compile_seconds, allowed, warning = CASES[case]
     net, cell = payback_cell()
     assert cell.level_route is not None and cell.host_hooks == (cell.level_route,)
@@ -195,7 +213,8 @@ def test_the_run_freezes_to_the_levels_that_pay(mode, case):
 def test_a_resumed_run_decides_as_the_uninterrupted_one(graph_mode, tmp_path):
     """Stopped after 12 steps (level 1 frozen and measured, level 2 not yet), saved and resumed in a new cell from the
     checkpoint, the run allows and freezes exactly as the uninterrupted one and ends bit-identical: the ledger is
-    Parameters, and the levels compiled before count as paid."""
+    Parameters, and the levels compiled before count as paid, as does the decision graph (the checkpoint holds the
+    schedule's displacements, so the resumed route knows a decision was taken)."""
     batches = [data(step) for step in range(STEPS)]
     _, whole = payback_cell()
     trace, _ = clocked_run(whole, batches, STEP_SECONDS, 1.0)
@@ -206,7 +225,9 @@ def test_a_resumed_run_decides_as_the_uninterrupted_one(graph_mode, tmp_path):
     path = str(tmp_path / "payback.ckpt")
     ms.save_checkpoint(first, path)
     _, resumed = payback_cell()
+    assert not payback_cell()[1].level_route.schedule.decided()
     assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
+    assert resumed.level_route.schedule.decided()
     resumed_trace, _ = clocked_run(resumed, batches[12:], STEP_SECONDS, 1.0, clock, seen=set(first_trace))
     assert first_trace + resumed_trace == trace
     final, expected = state(resumed), state(whole)

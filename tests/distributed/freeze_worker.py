@@ -115,12 +115,12 @@ def cached_run(rank, size, cache, dealt=False):
 
 def scenario_freeze_payback(rank, size):
     """Payback, data-parallel, with a clock per rank (tests/helpers.py's ``clocked_run``): steps of 1.0, 0.7 and
-    0.4 s at levels 0, 1 and 2 on both ranks, a compile of 30 s on rank 0 and 1 s on rank 1. Alone, rank 0 would
-    allow no level (by the prior, the whole front saves about 0.11 s a step, 21 s over the 194 steps left; the front
-    group alone half that) and rank 1 every one; the ranks average their ledgers (a compile of 15.5 s), so both allow
-    the whole front's level alone and freeze it
-    at the same step (threshold 1000: every segment settles at the second decision). The ledgers themselves differ
-    (each rank's clock) and are left out of the state."""
+    0.4 s at levels 0, 1 and 2 on both ranks, a compile of 12 s on rank 0 and 1 s on rank 1. Alone, rank 0 would
+    allow no level (by the prior, the whole front saves about 0.11 s a step, 21 s over the 194 steps left, less than
+    1.25 x its compile and the decision graph's, 30 s; the front group alone half that) and rank 1 every one; the
+    ranks average their ledgers (a compile of 6.5 s), so both allow the whole front's level and freeze straight to
+    it at the same step (threshold 1000: every segment settles at the second decision). The ledgers themselves
+    differ (each rank's clock) and are left out of the state."""
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto", total_steps=200, payback=True)
@@ -128,7 +128,7 @@ def scenario_freeze_payback(rank, size):
                                  auto_loss_drop=0.0, auto_loss_last_fall=1.0)
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     batches = [shard(step, rank, size) for step in range(12)]
-    trace, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 30.0 if rank == 0 else 1.0)
+    trace, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 12.0 if rank == 0 else 1.0)
     state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names() if ".ledger." not in p.name}
     return {**state, "indices": np.array(trace)}
 

@@ -172,10 +172,11 @@ class CostLedger(nn.Cell):
                 summary[1, row] = max(zero, first[row] - max(summary[0, row], zero))
         return summary
 
-    def costs(self, summary, shares):
-        """The ``Costs`` of a ``summary`` (or the mean of the ranks' summaries), with the layer ``shares``."""
+    def costs(self, summary, shares, decision_compiled=True):
+        """The ``Costs`` of a ``summary`` (or the mean of the ranks' summaries), with the layer ``shares`` and whether
+        the decision graph has compiled (``Costs.decision_compiled``)."""
         median, compile_seconds = summary[:, :self.levels].tolist()
         cached = summary[0, self.levels:].tolist()
         return Costs(step={k: s for k, s in enumerate(median) if s >= 0},
                      compile={k: c for k, c in enumerate(compile_seconds) if c >= 0}, shares=tuple(shares),
-                     cached_step={k: s for k, s in enumerate(cached) if s >= 0})
+                     cached_step={k: s for k, s in enumerate(cached) if s >= 0}, decision_compiled=decision_compiled)

@@ -29,6 +29,12 @@ second.
 - ``compile(k)``: 0 once level ``k`` has compiled (paid; a resumed run counts it paid too, so it decides as the
   uninterrupted one did). Before, the run's first compile (the full step's, the largest graph of the run): a frozen
   level's step is a smaller graph, so the estimate is again on the safe side.
+- the decision's compile: the host route takes the schedule's decisions in a graph of its own, which compiles at the
+  first decision that may freeze, whether or not that decision then freezes anything (measured here: 1.3 s on the
+  launch-bound ResNet, as long as its step's own compile). No level freezes without it, so until it has compiled
+  every level's bar holds it too, estimated as the run's largest compile:
+  ``steps_left * gain > bar * (compile(k) + compile(decision))``. Once compiled it is paid, and a resumed run whose
+  interrupted run took a decision counts it paid as well (``Costs.decision_compiled``).
 
 The frozen-prefix cache (``cache_pays``) skips the frozen prefix's forward pass too, on samples it has seen: from an
 epoch after it starts filling, every step saves ``cache_saving(k)``. It costs two compiles (its step on the prefix's
@@ -47,7 +53,8 @@ larger than it is).
 import dataclasses
 
 __all__ = ["Costs", "ENTRY_MARGIN", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving",
-           "cache_saving_source", "compile_estimate", "compile_source", "entry_bar", "expected_saving",
+           "cache_saving_source", "compile_estimate", "compile_source", "decision_estimate", "entry_bar",
+           "expected_saving",
            "largest_compile", "layer_shares", "paying_levels", "saving_source"]
 
 PRIOR_SAVING = 1 / 6  # below the least share of the full step per share of layers a frozen level measured saving
@@ -66,12 +73,15 @@ class Costs:
             (``shares[0]`` is 0, increasing).
         cached_step (dict): ``{level: median seconds of a step on the frozen-prefix cache's outputs}``, for the
             levels whose steps the cache served whole.
+        decision_compiled (bool): whether the graph that takes the schedule's decisions has compiled (or needs no
+            compile of its own); False: its compile is still to pay (``decision_estimate``).
     """
 
     step: dict
     compile: dict
     shares: tuple
     cached_step: dict = dataclasses.field(default_factory=dict)
+    decision_compiled: bool = True
 
 
 def layer_shares(layers):
@@ -144,17 +154,28 @@ def compile_estimate(costs, level):
     return largest_compile(costs)
 
 
+def decision_estimate(costs):
+    """Seconds the decision's graph still costs to compile: 0 once compiled, else ``largest_compile``; None before
+    any compile was measured."""
+    if costs.decision_compiled:
+        return 0.0
+    return largest_compile(costs)
+
+
 def paying_levels(costs, current, steps_left, paid=()):
     """The frozen levels above ``current`` that pay within ``steps_left`` steps (a tuple, increasing): those where
-    ``steps_left * (saving(k) - saving(current))`` exceeds ``entry_bar(k, paid)`` times ``compile(k)``, ``paid`` being
-    the levels that paid at the last weighing; () until the full step and a compile are measured."""
+    ``steps_left * (saving(k) - saving(current))`` exceeds ``entry_bar(k, paid)`` times ``compile(k)`` and the
+    decision's compile while it is unpaid, ``paid`` being the levels that paid at the last weighing; () until the
+    full step and a compile are measured."""
     now = expected_saving(costs, current)
     if now is None:
         return ()
     paying = []
     for level in range(current + 1, len(costs.shares)):
         saving, compile_seconds = expected_saving(costs, level), compile_estimate(costs, level)
-        if compile_seconds is not None and steps_left * (saving - now) > entry_bar(level, paid) * compile_seconds:
+        if compile_seconds is None:
+            continue
+        if steps_left * (saving - now) > entry_bar(level, paid) * (compile_seconds + decision_estimate(costs)):
             paying.append(level)
     return tuple(paying)
 

@@ -24,7 +24,7 @@ import dataclasses
 
 from .decisions import Decision, Figure, JsonParameter
 from .payback import (Costs, cache_pays, cache_saving, cache_saving_source, compile_estimate, compile_source,
-                      entry_bar, expected_saving, largest_compile, paying_levels, saving_source)
+                      decision_estimate, entry_bar, expected_saving, largest_compile, paying_levels, saving_source)
 
 __all__ = ["CACHE_PHASES", "FreezingPolicy", "Observation", "PolicyRecord", "PolicyState"]
 
@@ -78,7 +78,8 @@ class PolicyState:
         """What a checkpoint holds: the decided fields (the run's figures come from the resumed run's ``init``)."""
         costs = None if self.costs is None else {
             "step": _keyed(self.costs.step), "compile": _keyed(self.costs.compile),
-            "shares": list(self.costs.shares), "cached_step": _keyed(self.costs.cached_step)}
+            "shares": list(self.costs.shares), "cached_step": _keyed(self.costs.cached_step),
+            "decision_compiled": self.costs.decision_compiled}
         return {"level": self.level, "allowed": list(self.allowed), "paying": list(self.paying), "cache": self.cache,
                 "waited": list(self.waited), "unpaid_said": self.unpaid_said, "costs": costs}
 
@@ -94,7 +95,8 @@ class PolicyState:
         costs = data["costs"]
         if costs is not None:
             costs = Costs(step=_unkeyed(costs["step"]), compile=_unkeyed(costs["compile"]),
-                          shares=tuple(costs["shares"]), cached_step=_unkeyed(costs["cached_step"]))
+                          shares=tuple(costs["shares"]), cached_step=_unkeyed(costs["cached_step"]),
+                          decision_compiled=costs.get("decision_compiled", True))
         return dataclasses.replace(self, level=data["level"], allowed=tuple(data["allowed"]),
                                    paying=tuple(data["paying"]), cache=cache, waited=tuple(data["waited"]),
                                    unpaid_said=data["unpaid_said"], costs=costs)
@@ -216,11 +218,13 @@ class FreezingPolicy:
             return state, decisions
         if updates < state.unpaid_from:
             return state, decisions
+        decision = decision_estimate(costs)
+        decision_text = f" and the decision graph's about {decision:.2f} s" if decision else ""
         why = (f"Gradient freezing does not pay in this run ('grad_freeze.payback'): at update {updates} of "
                f"{state.total_steps}, a step costs {costs.step[0] * 1e3:.1f} ms and a frozen level's compile "
-               f"about {compile_estimate(costs, level + 1):.2f} s, so no level's saving over the {steps_left} "
-               f"steps left repays {_bar(level + 1, state.paying)}. The run trains every group, as O0 does, while "
-               "that holds; set 'grad_freeze.payback' to false to freeze regardless.")
+               f"about {compile_estimate(costs, level + 1):.2f} s{decision_text}, so no level's saving over the "
+               f"{steps_left} steps left repays {_bar(level + 1, state.paying, decision=decision)}. The run trains "
+               "every group, as O0 does, while that holds; set 'grad_freeze.payback' to false to freeze regardless.")
         unpaid = self._decision(state, observation, "payback", "no level pays", why,
                                 self._payback_figures(costs, level, level + 1, steps_left), warned=True)
         return dataclasses.replace(state, unpaid_said=True), decisions + (unpaid,)
@@ -234,11 +238,12 @@ class FreezingPolicy:
             gain = steps_left * (expected_saving(costs, deepest) - expected_saving(costs, level))
             action = f"allowed level{'s' if len(paying) > 1 else ''} {', '.join(map(str, paying))}"
             reason = (f"level {deepest} pays: {steps_left} steps left x its saving a step = {gain:.2f} s > "
-                      f"{_bar(deepest, state.paying, compile_estimate(costs, deepest))}")
+                      f"{_bar(deepest, state.paying, compile_estimate(costs, deepest), decision_estimate(costs))}")
         else:
             action, deepest = "allowed no deeper level", level + 1
             held = "its compile (a level allowed before) or " if any(k > level for k in state.paying) else ""
-            reason = f"no level above {level} repays {held}{_bar(deepest, ())} in the {steps_left} steps left"
+            reason = (f"no level above {level} repays {held}{_bar(deepest, (), decision=decision_estimate(costs))} "
+                      f"in the {steps_left} steps left")
         return self._decision(state, observation, "payback", action, reason,
                               self._payback_figures(costs, level, deepest, steps_left))
 
@@ -252,6 +257,9 @@ class FreezingPolicy:
         compile_seconds = compile_estimate(costs, deeper)
         if compile_seconds is not None:
             figures.append(Figure(f"level {deeper}'s compile", compile_seconds, "s", compile_source(costs, deeper)))
+        if decision_estimate(costs):
+            figures.append(Figure("the decision graph's compile", decision_estimate(costs), "s",
+                                  "estimate: the run's largest measured compile (not compiled yet)"))
         return figures
 
     def _weigh_cache(self, state, observation, steps_left):
@@ -344,14 +352,16 @@ class FreezingPolicy:
                 (self._decision(state, observation, "cache", "cache: keep", reason, figures),))
 
 
-def _bar(level, paid, seconds=None):
-    """What ``level`` must repay, in words (with its compile's ``seconds`` where given): its compile where it paid at
-    the last weighing (in ``paid``), else that and ``ENTRY_MARGIN`` more."""
+def _bar(level, paid, seconds=None, decision=None):
+    """What ``level`` must repay, in words (with its compile's ``seconds`` where given): its compile, and the
+    decision graph's compile where that is still to pay (``decision`` seconds, else 0 or None), where it paid at the
+    last weighing (in ``paid``), else those and ``ENTRY_MARGIN`` more."""
     about = "" if seconds is None else f" of about {seconds:.2f} s"
+    cost = f"its compile{about}" + (f" and the decision graph's of about {decision:.2f} s" if decision else "")
     if entry_bar(level, paid) == 1.0:
-        return f"its compile{about}"
-    return (f"{entry_bar(level, paid):g} x its compile{about} (ENTRY_MARGIN: a level not allowed before must repay "
-            f"{entry_bar(level, paid) - 1:.0%} more)")
+        return cost
+    return (f"{entry_bar(level, paid):g} x {'(' + cost + ')' if decision else cost} (ENTRY_MARGIN: a level not "
+            f"allowed before must repay {entry_bar(level, paid) - 1:.0%} more)")
 
 
 class PolicyRecord(JsonParameter):

@@ -384,6 +384,11 @@ class AutoSchedule(nn.Cell):
         """The optimizer updates applied so far (host int)."""
         return int(self.updates.asnumpy())
 
+    def decided(self):
+        """Whether a decision was taken (host bool): its displacements were measured (a checkpoint's, for a resumed
+        run)."""
+        return bool((self.displacement.asnumpy() >= 0).any())
+
     def level_changes_at(self, updates):
         """The least update count above ``updates`` after which a decision may freeze more (host int): the next
         interval's end from the warm-up on; None once the whole front is frozen."""
