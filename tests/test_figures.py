@@ -146,7 +146,7 @@ def test_a_later_run_of_the_same_commit_adds_its_seeds_to_the_row():
 def test_a_row_whose_file_measured_the_routes_work_says_what_it_took_a_call():
     """Under a workload's table, each row whose seeds measured the route's own work (``route_work_ms``) gives its
     median over those seeds against the row's O0 step; a row that did not measure it (an O0 arm, an older file) adds
-    no line."""
+    no line of its own."""
     record = copy.deepcopy(next(record for record in RECORDS if record["workload"] == "compute"
                                 and not record.get("provenance")))
     comparison = next(c for c in record["comparisons"] if c["level"] == "O1")
@@ -158,8 +158,8 @@ def test_a_row_whose_file_measured_the_routes_work_says_what_it_took_a_call():
     assert "0.500 ms a call" in " ".join(render.route_work_lines(shown, "compute"))
     for seed in comparison["seeds"]:
         seed["steps"]["arm"].pop("route_work_ms")
-    assert render.route_work(comparison) is None and render.route_work_lines(render.rows(RECORDS + [record]),
-                                                                             "compute") == []
+    lines = render.route_work_lines(render.rows(RECORDS + [record]), "compute")  # other machines' rows may have one
+    assert render.route_work(comparison) is None and not any(render.machine(record) in line for line in lines)
 
 
 def test_a_workload_the_page_does_not_describe_is_refused_not_dropped():
