@@ -257,8 +257,9 @@ class FreezingPolicy:
         compile_seconds = compile_estimate(costs, deeper)
         if compile_seconds is not None:
             figures.append(Figure(f"level {deeper}'s compile", compile_seconds, "s", compile_source(costs, deeper)))
-        if decision_estimate(costs):
-            figures.append(Figure("the decision graph's compile", decision_estimate(costs), "s",
+        decision_seconds = decision_estimate(costs)
+        if decision_seconds:
+            figures.append(Figure("the decision graph's compile", decision_seconds, "s",
                                   "estimate: the run's largest measured compile (not compiled yet)"))
         return figures
 
