@@ -142,8 +142,8 @@ def _automatic_lines(plan, name, start):
     if plan.freeze.payback:
         depth = ("the leading settled groups freeze for good (the last, the head, never does), as deep as the run "
                  "can pay for (payback: each step is timed, and a frozen level is allowed only where the steps left "
-                 "times its saving exceed its compile (and, until the first decision that may freeze has compiled, "
-                 "the decision graph's), both measured on this run; group by group where steps are "
+                 "times its saving exceed its compile and the host route's decisions left, all measured on this "
+                 "run; group by group where steps are "
                  "dear, the whole front at once or not at all where compiles are; it needs the host between steps, "
                  "and without it, the whole front at once)")
     else:
@@ -310,8 +310,7 @@ BREAK_EVEN_COMPILES = (1, 3, 10)  # seconds: a compile on a fast machine, a typi
 def _break_even_lines(plan):
     """What a frozen level must save a step to be allowed over the steps left at the first freezing decision
     (micro-steps, as the frozen levels' route counts them), by payback's rule (``boost_cells.freezing.host.payback``:
-    ``steps_left * saving > (1 + ENTRY_MARGIN) * (compile + the decision graph's compile)`` for a level not allowed
-    before, the decision graph not compiled yet and estimated as the same compile; the cache's
+    ``steps_left * saving > (1 + ENTRY_MARGIN) * compile`` for a level not allowed before; the cache's
     ``(steps_left - an epoch) * saving > 2 * compile``), for compiles of ``BREAK_EVEN_COMPILES`` seconds; then what
     sink mode and a nested call do to payback and the cache. None without a run, or where nothing freezes in it."""
     first = plan.freeze.first_frozen_update
@@ -321,14 +320,12 @@ def _break_even_lines(plan):
     fill = plan.run.steps_per_epoch
     cache = plan.freeze.may_cache
     lines = [f"  break-even: at the first decision, {plan.at(first)}, {_plural(left, 'step')} are left; a frozen "
-             "level is allowed where it saves more a step than its compile, the decision graph's (the host route's "
-             "decisions compile once, at the first that may freeze; estimated as large) and "
-             f"{ENTRY_MARGIN:.0%} over them (payback's rule: steps left x saving > {1 + ENTRY_MARGIN:g} x (compile + "
-             "the decision graph's), where the margin keeps a level near break-even from coming and going with the "
-             "measured step)" + ("; the cache, two compiles over the steps left after an epoch's fill:" if cache
-                                 else ":")]
+             f"level is allowed where it saves more a step than its compile and {ENTRY_MARGIN:.0%} over them "
+             f"(payback's rule: steps left x saving > {1 + ENTRY_MARGIN:g} x compile, where the margin keeps a level "
+             "near break-even from coming and going with the measured step)"
+             + ("; the cache, two compiles over the steps left after an epoch's fill:" if cache else ":")]
     columns = [("compile", [f"{seconds} s" for seconds in BREAK_EVEN_COMPILES]),
-               ("a frozen level must save", [f"{_milliseconds((1 + ENTRY_MARGIN) * 2 * seconds / left)} a step"
+               ("a frozen level must save", [f"{_milliseconds((1 + ENTRY_MARGIN) * seconds / left)} a step"
                                              for seconds in BREAK_EVEN_COMPILES])]
     if cache:
         columns.append(("the cache must save", [f"{_milliseconds(2 * seconds / (left - fill))} a step" if left > fill

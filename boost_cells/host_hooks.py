@@ -162,9 +162,7 @@ class FrozenLevelRoute:
         self._read = (0, 0)  # (calls, updates) when the schedule's updates were last read
         self._level_changes_at = 0  # the update count from which the level may differ from the mirror; None: never
         self._schedule_logged = 0  # the schedule's decisions logged so far
-        self.decision = schedule.decision_cell()  # the schedule's decision, taken here (None: it takes none)
         self._decides_after = None  # the update count after which the route takes the next decision (first call on)
-        self._decision_compiled = self.decision is None  # whether ``decision`` has compiled (read at the first call)
 
     @property
     def payback(self):
@@ -190,7 +188,7 @@ class FrozenLevelRoute:
     def cells(self):
         """Every step the route may run, the ledger, the decision log and the policy's record (for the train cell's
         Cell tree: a checkpoint holds them)."""
-        parts = [self.log, self.record] + [part for part in (self.ledger, self.decision) if part is not None]
+        parts = [self.log, self.record] + ([] if self.ledger is None else [self.ledger])
         return [*self.uncached.values(), *self.cached.values(), *parts]
 
     def fit_to_run(self, run):
@@ -255,9 +253,8 @@ class FrozenLevelRoute:
             self.log.load()
             if self.state is None:
                 self._start()
-            if self.decision is not None:
+            if self.schedule.decides:
                 self._decides_after = self.schedule.decides_after(self.schedule.applied_updates())
-                self._decision_compiled = self.schedule.decided()  # a resumed run's: paid, as its levels' compiles
         level = self._frozen_level()
         self._calls += 1
         if self.ledger is not None:
@@ -297,18 +294,16 @@ class FrozenLevelRoute:
 
     def _decide_if_due(self):
         """After a step: where it applied the update of one of the schedule's decisions (``decides_after``), take
-        that decision (the schedule's ``decision_cell``), as the step's own graph would have; the level is read again
-        at the next call. The schedule's updates are read only once the updates applied may have reached it.
+        that decision (the schedule's ``decide_now``, op by op: no graph to compile), as the step's own graph would
+        have, and record its seconds in the ledger (``Costs.decision``); the level is read again at the next call.
+        The schedule's updates are read only once the updates applied may have reached it.
 
         While payback allows no level deeper than the one frozen, a decision could freeze nothing, and the route
-        skips it: a run where no level pays never compiles the decision's graph. Payback counts that graph's compile
-        against every level until it has compiled (``Costs.decision_compiled``; a resumed run whose interrupted run
-        took a decision counts it compiled, as it does the levels). What skipping gives up is on the
-        safe side: the next decision measures its segments' displacement against the copies of the last decision
-        taken, over more updates than an interval but counted per interval (a larger displacement), and its loss
-        mean spans the intervals since; so a front freezes no earlier for it, and at the latest two decisions after
-        payback allows a deeper level."""
-        if self.decision is None:
+        skips it: a run where no level pays takes none. What skipping gives up is on the safe side: the next decision
+        measures its segments' displacement against the copies of the last decision taken, over more updates than an
+        interval but counted per interval (a larger displacement), and its loss mean spans the intervals since; so a
+        front freezes no earlier for it, and at the latest two decisions after payback allows a deeper level."""
+        if not self.schedule.decides:
             return
         if self._updates_bound() < self._decides_after:
             return
@@ -317,8 +312,10 @@ class FrozenLevelRoute:
         if updates < self._decides_after:
             return
         if updates == self._decides_after and max(self.state.allowed) > self._level:
-            self.decision()
-            self._decision_compiled = True
+            started = None if self.ledger is None else self.ledger.clock()
+            self.schedule.decide_now()
+            if started is not None:
+                self.ledger.record_decision(self.ledger.clock() - started)
             self._level_changes_at = updates  # the decision may have frozen more: read the level next call
         self._decides_after = self.schedule.decides_after(updates)
 
@@ -428,7 +425,8 @@ class FrozenLevelRoute:
         levels (payback), or the cache while it is undecided."""
         if not self.policy.weighs(self.state, level):
             return
-        costs = self.ledger.costs(self._summary(), self.shares, self._decision_compiled)
+        decision_every = self.schedule.interval * self.accumulation if self.schedule.decides else 0
+        costs = self.ledger.costs(self._summary(), self.shares, decision_every)
         repeats = None if self.judge is None else self.judge.repeats
         self._ask(Observation(self.schedule.applied_updates(), level, costs, repeats))
 

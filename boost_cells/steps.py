@@ -300,7 +300,7 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
     cached outputs of the stages before it: its step is a ``Step``/``ScaledStep`` over ``opts[k]`` and the suffix
     network (``nn.WithLossCell`` of the remaining stages and the loss), its strategy ``update.for_suffix``. Every
     route step counts the schedule's updates (``ScheduledStep`` with ``decides=False``); the route takes the
-    schedule's decisions itself, with the same rule, in a graph of their own (``decision_cell``), so a step between
+    schedule's decisions itself, with the same rule, op by op between two steps (``decide_now``), so a step between
     decisions compiles and runs no decision branch. Segment ``j`` of the cache is the stages of group ``j`` that group
     ``j + 1`` does not train.
 

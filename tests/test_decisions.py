@@ -62,19 +62,46 @@ def test_payback_and_the_schedule_say_what_they_decided(graph_mode, compile_seco
 def test_the_prior_on_a_launch_bound_shape_is_said_to_be_a_prior(graph_mode):
     """Where launches dominate, a frozen level saves almost nothing (0.99 s against 1.0 s a step), but before any
     frozen level ran only the prior speaks: a sixth of the full step a share of layers, which pays level 1's compile
-    of 3 s here and the decision graph's (estimated as large). The record of that decision names the prior, and the
-    decision graph's compile as an estimate; once level 1 measured its 10 ms, payback says no deeper level pays,
-    from level 1's measured saving, with the decision graph compiled, and level 2 never compiles."""
+    of 5 s here. The record of that decision names it a prior; once level 1 measured its 10 ms, payback says no
+    deeper level pays, from level 1's measured saving, and level 2 never compiles."""
     _, cell = payback_cell()
-    trace, _ = clocked_run(cell, [data(step) for step in range(STEPS)], {0: 1.0, 1: 0.99, 2: 0.98}, 3.0)
+    trace, _ = clocked_run(cell, [data(step) for step in range(STEPS)], {0: 1.0, 1: 0.99, 2: 0.98}, 5.0)
     payback = [decision for decision in cell.decisions if decision.part == "payback"]
     assert [decision.action for decision in payback] == ["allowed levels 1, 2", "allowed no deeper level"]
     sources = [next(f.source for f in decision.figures if "saving" in f.name) for decision in payback]
     assert sources[0].startswith("prior:") and sources[1].startswith("estimate: level 1's measured saving")
-    decision_graph = [[f for f in decision.figures if f.name == "the decision graph's compile"] for decision in payback]
-    assert decision_graph[0][0].source.startswith("estimate:") and decision_graph[1] == []
-    assert "and the decision graph's of about" in payback[0].reason
     assert 1 in trace and 2 not in trace
+    host_work = [next(f for f in decision.figures if f.name == "the decisions' host work") for decision in payback]
+    assert host_work[0].source.startswith("prior: none counted") and host_work[0].value == 0.0
+    assert host_work[1].source.startswith("measured: ") and " decisions left x 0.0 ms each" in host_work[1].source
+
+
+@pytest.mark.slow  # a clocked run
+def test_decisions_too_dear_to_take_stop_the_levels_they_serve(graph_mode):
+    """Each of the schedule's decisions costs the route 2 s here (the clock moves while it decides). At first none
+    is timed, so payback allows both levels on its compile alone and says the decisions' cost is a prior; the route
+    takes the next decision and times it, and at the next weighing the decisions left (one every 2 updates, about a
+    hundred) outweigh any level's saving: payback allows no deeper level, naming the measured figure, the route takes
+    no more decisions, one warning says no level pays, and nothing freezes."""
+    _, cell = payback_cell()
+    clock, schedule = SetClock(), cell.level_route.schedule
+    decide = schedule.decide_now
+
+    def dear_decision():
+        clock.now += 2.0
+        return decide()
+
+    schedule.decide_now = dear_decision
+    trace, caught = clocked_run(cell, [data(step) for step in range(STEPS)], STEP_SECONDS, 1.0, clock)
+    assert set(trace) == {0}
+    payback = [decision for decision in cell.decisions if decision.part == "payback"]
+    assert [decision.action for decision in payback] == ["allowed levels 1, 2", "allowed no deeper level",
+                                                         "no level pays"]
+    host_work = [next(f for f in decision.figures if f.name == "the decisions' host work") for decision in payback]
+    assert host_work[0].source.startswith("prior:")
+    assert host_work[1].source.endswith("decisions left x 2000.0 ms each") and host_work[1].value > 100.0
+    assert cell.level_route.ledger.decisions.asnumpy().tolist() == [2.0, 1.0]  # one decision taken, of 2 s
+    assert len(caught) == 1 and "the decisions' host work about" in str(caught[0].message)
 
 
 @pytest.mark.slow  # a clocked run and its resumed half

@@ -408,8 +408,7 @@ def break_even(output):
 def test_break_even_is_paybacks_rule_at_the_first_decision(capsys):
     """``explain O1`` for 90 epochs of 625 steps gives, for a compile of 1, 3 and 10 s, what a frozen level must save
     a step over the updates left at the first decision (update 5626 of 56250) and what the cache must; a saving 1%
-    above each figure passes payback's own rule (``paying_levels``, with the decision graph not compiled yet;
-    ``cache_pays``), 1% below does not."""
+    above each figure passes payback's own rule (``paying_levels``, ``cache_pays``), 1% below does not."""
     assert main(IMAGENET) == 0
     output = capsys.readouterr().out
     assert "break-even: at the first decision, update 5626 of 56250 (epoch 10 of 90), 50625 steps are left" in \
@@ -420,8 +419,7 @@ def test_break_even_is_paybacks_rule_at_the_first_decision(capsys):
     for seconds, (freezing_ms, cache_ms) in table.items():
         for factor, pays in ((1.01, True), (0.99, False)):
             saving = freezing_ms / 1000 * factor
-            costs = Costs(step={0: 1.0, 1: 1.0 - saving}, compile={0: seconds}, shares=(0.0, 0.5),
-                          decision_compiled=False)
+            costs = Costs(step={0: 1.0, 1: 1.0 - saving}, compile={0: seconds}, shares=(0.0, 0.5))
             assert (paying_levels(costs, 0, left) == (1,)) == pays, (seconds, factor)
             cached = Costs(step={0: 1.0, 1: 0.5}, compile={0: seconds}, shares=(0.0, 0.5),
                            cached_step={1: 0.5 - cache_ms / 1000 * factor})

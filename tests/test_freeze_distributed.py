@@ -14,7 +14,8 @@ from tests.launch import msrun
 pytestmark = pytest.mark.slow  # every test reads the results of a 2-worker msrun job
 
 WORKER = Path(__file__).resolve().parent / "distributed" / "freeze_worker.py"
-SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_loss", "freeze_payback",
+SCENARIOS = ["freeze", "freeze_adasum", "freeze_overflow", "freeze_auto", "freeze_loss", "freeze_loss_route",
+             "freeze_payback",
              "freeze_cache_auto",
              "freeze_cached", "freeze_uncached", "freeze_dealt_cached", "freeze_dealt_uncached", "freeze_scale"]
 GROUP_STARTS = (0, 4, 8)
@@ -92,9 +93,19 @@ def test_the_loss_condition_decides_alike_on_every_rank(results):
     assert indices[0] == indices[1] and 2 in indices[0] and indices[0].index(2) > 3
 
 
+def test_the_routes_decisions_sum_the_loss_over_the_ranks_too(results):
+    """Where payback's host route takes the decisions (op by op between steps, the interval's losses all-reduced
+    outside any graph), both ranks freeze at the same updates as well (the bit-identical test above covers the loss
+    record, which differs unless summed over the ranks), once the global loss has fallen by 20%."""
+    runs = [results[("freeze_loss_route", rank)] for rank in range(2)]
+    indices = [run["indices"].tolist() for run in runs]
+    assert all(bool(run["routed"]) for run in runs) and not bool(results[("freeze_loss", 0)]["routed"])
+    assert indices[0] == indices[1] and max(indices[0]) >= 1 and indices[0].index(max(indices[0])) > 3
+
+
 def test_payback_allows_the_same_levels_on_every_rank(results):
     """Ranks whose clocks disagree (freezing pays on one, not on the other) average their ledgers, so both allow
-    the whole front's level and freeze it at the same step, straight to it (the bit-identical test above
+    the whole front's level alone and freeze it at the same step, straight to it (the bit-identical test above
     covers the weights and the allowed levels); alone, the slow-compiling rank would never have frozen."""
     runs = [results[("freeze_payback", rank)] for rank in range(2)]
     assert runs[0]["indices"].tolist() == runs[1]["indices"].tolist()

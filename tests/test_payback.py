@@ -8,6 +8,8 @@ where a compile costs more than one group's saving it freezes the whole front at
 compile the run trains as O0 does and says so once. Each against the NumPy rendering of the schedule
 (``tests/helpers.py``'s ``numpy_auto_run``) with those levels allowed; a resumed run decides as the uninterrupted one
 did."""
+import dataclasses
+
 import mindspore as ms
 import numpy as np
 import pytest
@@ -15,7 +17,8 @@ import pytest
 from boost_cells import BoostTrainOneStepCell
 from boost_cells.freezing.host.ledger import CostLedger, window_median
 from boost_cells.freezing.host.payback import (ENTRY_MARGIN, PRIOR_SAVING, Costs, decision_estimate,
-                                               expected_saving, layer_shares, paying_levels)
+                                               decision_source, decisions_left, expected_saving, layer_shares,
+                                               paying_levels)
 from tests.helpers import (STEP_SECONDS, STEPS, SetClock, auto_config, clocked_run, data, mlp_setup,
                            numpy_auto_run, payback_cell, state)
 
@@ -59,20 +62,25 @@ def test_a_measured_level_replaces_the_prior_and_a_compiled_one_is_paid():
     assert expected_saving(slower, 1) == pytest.approx(-0.1) and paying_levels(slower, 0, 10 ** 6) == ()
 
 
-def test_until_the_decision_graph_compiled_every_level_must_repay_its_compile_too():
-    """The host route's decisions run in a graph of their own, compiled at the first decision that may freeze; until
-    it has, a level must repay its own compile and that one (estimated as the run's largest): level 2's prior gain
-    (11.1 s over 100 steps) repays 1.25 x a 5 s compile alone, not with a second 5 s (one allowed at the last
-    weighing, without the entry margin, does); once the decision graph has compiled, it does."""
+def test_every_level_must_repay_its_compile_and_the_decisions_left_too():
+    """Allowing a level keeps the host route taking the schedule's decisions, one every ``decision_every`` calls, so
+    a level must repay its compile and those left in the run, each at the mean measured: level 2's prior gain (11.1 s
+    over 100 steps) repays 1.25 x a 5 s compile alone, not with 10 decisions of 0.5 s more (one allowed at the last
+    weighing, without the entry margin, does). Before a decision was timed, or where the route takes none, none are
+    counted."""
     gain = 100 * PRIOR_SAVING * 2 / 3
-    unpaid = Costs(step={0: 1.0}, compile={0: 5.0}, shares=SHARES, decision_compiled=False)
-    assert decision_estimate(unpaid) == 5.0 and gain > 1.25 * 5.0
-    assert paying_levels(unpaid, 0, 100) == ()
-    assert paying_levels(unpaid, 0, 100, paid=(2,)) == (2,)  # allowed before: 11.1 s > 5 s + 5 s, no margin
-    compiled = Costs(step={0: 1.0}, compile={0: 5.0}, shares=SHARES, decision_compiled=True)
-    assert decision_estimate(compiled) == 0.0 and paying_levels(compiled, 0, 100) == (2,)
-    cheaper = Costs(step={0: 1.0}, compile={0: 2.5}, shares=SHARES, decision_compiled=False)
-    assert paying_levels(cheaper, 0, 100) == (2,)  # 11.1 s > 1.25 x (2.5 s + 2.5 s) > level 1's 5.6 s
+    dear = Costs(step={0: 1.0}, compile={0: 5.0}, shares=SHARES, decision=0.5, decision_every=10)
+    assert decisions_left(dear, 100) == 10 and decisions_left(dear, 101) == 11
+    assert decision_estimate(dear, 100) == 5.0 and gain > 1.25 * 5.0
+    assert paying_levels(dear, 0, 100) == ()
+    assert paying_levels(dear, 0, 100, paid=(2,)) == (2,)  # allowed before: 11.1 s > 5 s + 5 s, no margin
+    assert paying_levels(dataclasses.replace(dear, decision=0.05), 0, 100) == (2,)  # 11.1 s > 1.25 x 5.5 s
+    untimed = dataclasses.replace(dear, decision=None)
+    assert decision_estimate(untimed, 100) == 0.0 and paying_levels(untimed, 0, 100) == (2,)
+    assert decision_source(untimed, 100).startswith("prior:")
+    assert decision_source(dear, 100) == "measured: 10 decisions left x 500.0 ms each"
+    none = dataclasses.replace(dear, decision_every=0)
+    assert decision_estimate(none, 100) == 0.0 and paying_levels(none, 0, 100) == (2,)
 
 
 def test_a_level_not_allowed_before_must_repay_its_compile_by_the_entry_margin():
@@ -145,20 +153,31 @@ def test_the_ledger_summary_is_the_numpy_reference():
     ``min(timed, WINDOW)`` steps once ``MIN_TIMED`` are timed (-1 before), and its compile, the first step less that
     median (at least 0; the whole first step while the median is unknown; -1 before any step), all float32; rows
     timed from none to more than a window, times across four orders of magnitude, so the window's even and odd
-    lengths and its wrap are all met."""
+    lengths and its wrap are all met; then the decisions' mean seconds (float32 sum over count; -1 before one), from
+    none to a few."""
     rng = np.random.default_rng(3)
     for _ in range(200):
         ledger = CostLedger(3)
         for row in range(6):
             for _ in range(int(rng.integers(0, 2 * CostLedger.WINDOW + 3))):
                 ledger.record(row, float(rng.random() * 10.0 ** rng.uniform(-4, 0)))
+        decisions = rng.random(int(rng.integers(0, 4))) * 0.1
+        for seconds in decisions:
+            ledger.record_decision(float(seconds))
         table = ledger._table()  # pylint: disable=protected-access
         first, timed, steps = table["first_step"], table["timed"], table["steps"]
         median = np.array([np.median(steps[k, :min(timed[k], CostLedger.WINDOW)])
                            if timed[k] >= CostLedger.MIN_TIMED else -1.0 for k in range(6)], np.float32)
         compile_seconds = np.where(first < 0, -1.0, np.maximum(0.0, first - np.maximum(median, 0.0)))
-        expected = np.stack([median, compile_seconds]).astype(np.float32)
+        total = np.float32(0)
+        for seconds in decisions:
+            total += np.float32(seconds)
+        decision = total / np.float32(len(decisions)) if len(decisions) else -1.0
+        expected = np.stack([np.append(median, decision), np.append(compile_seconds, -1.0)]).astype(np.float32)
         assert ledger.summary().tobytes() == expected.tobytes()
+        costs = ledger.costs(ledger.summary(), SHARES, decision_every=7)
+        assert costs.decision == (None if decision == -1.0 else pytest.approx(float(decision)))
+        assert costs.decision_every == 7 and sorted(costs.step) == [k for k in range(3) if median[k] >= 0]
 
 
 def test_the_window_median_is_numpys_median_bit_for_bit():
@@ -176,10 +195,9 @@ def test_the_window_median_is_numpys_median_bit_for_bit():
 # call's update is the first that may freeze to a level that pays.
 ALLOWED_FROM = CostLedger.MIN_TIMED + 2
 CASES = {
-    # about 185 steps left when the front settles: level 1's prior gain is about 10 s, level 2's 20 s; until the
-    # decision graph has compiled, each level's bar holds its compile too (estimated as the run's largest)
+    # about 185 steps left when the front settles: level 1's prior gain is about 10 s, level 2's 20 s
     "group_by_group": (1.0, (1, 2), None),  # the front segment after update 9, the middle after 17
-    "decision_unpaid": (10.0, (), "does not pay"),  # level 2 repays 1.25 x its compile, not with the decision's
+    "one_level": (15.0, (2,), None),
     "none": (100.0, (), "does not pay"),
 }
 
@@ -188,10 +206,9 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_run_freezes_to_the_levels_that_pay(mode, case):
     """With the clock set so that compiles are cheap, dear, or dearer than any saving, the schedule freezes group by
-    group (the front segment after update 9, the middle after 17) or never (one warning naming the key, the weights
-    those of training every group), in both modes, exactly where the NumPy rendering with those levels allowed
-    does, and to the same weights. Where level 2's gain repays its own compile by the entry margin but not its
-    compile and the decision graph's, nothing freezes."""
+    group (the front segment after update 9, the middle after 17), the whole front at once after update 17, or
+    never (one warning naming the key, the weights those of training every group), in both modes, exactly where the
+    NumPy rendering with those levels allowed does, and to the same weights."""
     compile_seconds, allowed, warning = CASES[case]
     net, cell = payback_cell()
     assert cell.level_route is not None and cell.host_hooks == (cell.level_route,)
@@ -213,8 +230,7 @@ def test_the_run_freezes_to_the_levels_that_pay(mode, case):
 def test_a_resumed_run_decides_as_the_uninterrupted_one(graph_mode, tmp_path):
     """Stopped after 12 steps (level 1 frozen and measured, level 2 not yet), saved and resumed in a new cell from the
     checkpoint, the run allows and freezes exactly as the uninterrupted one and ends bit-identical: the ledger is
-    Parameters, and the levels compiled before count as paid, as does the decision graph (the checkpoint holds the
-    schedule's displacements, so the resumed route knows a decision was taken)."""
+    Parameters, and the levels compiled before count as paid."""
     batches = [data(step) for step in range(STEPS)]
     _, whole = payback_cell()
     trace, _ = clocked_run(whole, batches, STEP_SECONDS, 1.0)
@@ -225,9 +241,7 @@ def test_a_resumed_run_decides_as_the_uninterrupted_one(graph_mode, tmp_path):
     path = str(tmp_path / "payback.ckpt")
     ms.save_checkpoint(first, path)
     _, resumed = payback_cell()
-    assert not payback_cell()[1].level_route.schedule.decided()
     assert not ms.load_param_into_net(resumed, ms.load_checkpoint(path))[0]
-    assert resumed.level_route.schedule.decided()
     resumed_trace, _ = clocked_run(resumed, batches[12:], STEP_SECONDS, 1.0, clock, seen=set(first_trace))
     assert first_trace + resumed_trace == trace
     final, expected = state(resumed), state(whole)

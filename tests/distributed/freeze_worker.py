@@ -115,12 +115,12 @@ def cached_run(rank, size, cache, dealt=False):
 
 def scenario_freeze_payback(rank, size):
     """Payback, data-parallel, with a clock per rank (tests/helpers.py's ``clocked_run``): steps of 1.0, 0.7 and
-    0.4 s at levels 0, 1 and 2 on both ranks, a compile of 12 s on rank 0 and 1 s on rank 1. Alone, rank 0 would
-    allow no level (by the prior, the whole front saves about 0.11 s a step, 21 s over the 194 steps left, less than
-    1.25 x its compile and the decision graph's, 30 s; the front group alone half that) and rank 1 every one; the
-    ranks average their ledgers (a compile of 6.5 s), so both allow the whole front's level and freeze straight to
-    it at the same step (threshold 1000: every segment settles at the second decision). The ledgers themselves
-    differ (each rank's clock) and are left out of the state."""
+    0.4 s at levels 0, 1 and 2 on both ranks, a compile of 30 s on rank 0 and 1 s on rank 1. Alone, rank 0 would
+    allow no level (by the prior, the whole front saves about 0.11 s a step, 21 s over the 194 steps left; the front
+    group alone half that) and rank 1 every one; the ranks average their ledgers (a compile of 15.5 s), so both allow
+    the whole front's level alone and freeze it
+    at the same step (threshold 1000: every segment settles at the second decision). The ledgers themselves differ
+    (each rank's clock) and are left out of the state."""
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     config = freeze_config(freeze_type="auto", total_steps=200, payback=True)
@@ -128,7 +128,7 @@ def scenario_freeze_payback(rank, size):
                                  auto_loss_drop=0.0, auto_loss_last_fall=1.0)
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     batches = [shard(step, rank, size) for step in range(12)]
-    trace, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 12.0 if rank == 0 else 1.0)
+    trace, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 30.0 if rank == 0 else 1.0)
     state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names() if ".ledger." not in p.name}
     return {**state, "indices": np.array(trace)}
 
@@ -155,25 +155,37 @@ def scenario_freeze_cache_auto(rank, size):
             "hits": np.array(cell.prefix_cache.hits)}
 
 
-def scenario_freeze_loss(rank, size):
+def scenario_freeze_loss(rank, size, route=False):
     """The automatic schedule's loss condition (``auto_loss_drop`` 0.5), data-parallel: each rank trains on its own
     rows of learnable batches (targets a fixed linear map of the inputs), so each rank's own losses differ; the
     interval's losses are summed over the ranks at each decision, so both ranks freeze at the same update, once the
-    global batch's loss has halved (threshold 6: the front's displacement settles from the first decisions)."""
+    global batch's loss has halved (threshold 6: the front's displacement settles from the first decisions). With
+    ``route``, payback's host route takes the decisions, op by op between steps (the sum's all-reduce run outside
+    any graph), with a clock on which every level pays from the fifth call (compiles of 0 s); it skips the decisions
+    before (none may freeze), so its first interval's mean spans the first five updates and lies lower: the loss
+    must fall by 20% of it, however steeply it still falls (``auto_loss_last_fall`` 1)."""
     net = TanhMLP()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
-    config = freeze_config(freeze_type="auto")
-    config["grad_freeze"].update(auto_interval_share=0.2, auto_warmup_share=0.3, auto_threshold=6.0,  # of 10
-                                 auto_loss_drop=0.5)
+    config = freeze_config(freeze_type="auto", payback=route, total_steps=20)
+    config["grad_freeze"].update(auto_interval_share=0.1, auto_warmup_share=0.15, auto_threshold=6.0,  # of 20
+                                 auto_loss_drop=0.2 if route else 0.5)
+    if route:
+        config["grad_freeze"]["auto_loss_last_fall"] = 1.0
     cell = BoostTrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt, boost_config=config)
     teacher = np.random.RandomState(99).randn(4, 3) * 0.5
-    indices = []
+    batches = []
     for step in range(20):
         x = np.random.RandomState(100 * step + rank).randn(ROWS, 4).astype(np.float32)
-        indices.append(cell.train_step.current_index())
-        cell(Tensor(x), Tensor((x @ teacher).astype(np.float32)))
-    state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names()}
-    return {**state, "indices": np.array(indices)}
+        batches.append((Tensor(x), Tensor((x @ teacher).astype(np.float32))))
+    if route:
+        indices, _ = clocked_run(cell, batches, {0: 1.0, 1: 0.7, 2: 0.4}, 0.0)
+    else:
+        indices = []
+        for inputs in batches:
+            indices.append(cell.train_step.current_index())
+            cell(*inputs)
+    state = {p.name: p.asnumpy() for _, p in cell.parameters_and_names() if ".ledger." not in p.name}
+    return {**state, "indices": np.array(indices), "routed": np.array(cell.level_route is not None)}
 
 
 def scenario_freeze_scale(rank, size):
@@ -183,7 +195,7 @@ def scenario_freeze_scale(rank, size):
 
 
 SCENARIOS = {"freeze_scale": scenario_freeze_scale, "freeze": scenario_freeze, "freeze_auto": scenario_freeze_auto,
-             "freeze_loss": scenario_freeze_loss,
+             "freeze_loss": scenario_freeze_loss, "freeze_loss_route": lambda r, s: scenario_freeze_loss(r, s, True),
              "freeze_payback": scenario_freeze_payback, "freeze_cache_auto": scenario_freeze_cache_auto,
              "freeze_adasum": scenario_freeze_adasum,
              "freeze_overflow": scenario_freeze_overflow, "freeze_cached": lambda r, s: cached_run(r, s, True),

@@ -6,7 +6,8 @@ it). A level's first step holds its compile too. Each level has two rows: its st
 the frozen-prefix cache's outputs that the cache served whole (no sample computed), which the cache's own judgement
 compares (``cached_row``). The ledger keeps both in Parameters, so a checkpoint holds them and
 a resumed run decides from the times the interrupted one measured: a level timed before is not timed again from
-scratch, and its compile counts as paid.
+scratch, and its compile counts as paid. It also keeps what the schedule's decisions cost the host route that takes
+them (``record_decision``), which payback counts against the levels that keep them coming.
 
 A step reads and writes nothing on the device for the ledger: it appends its time to a list, which the host mirror
 (numpy) folds in when read, and the ledger writes the mirror to its Parameters at ``sync`` (the route syncs at every
@@ -52,11 +53,13 @@ class CostLedger(nn.Cell):
         grad_freeze.ledger.timed (int32, (2 * levels,)): the steps timed in each row after its first.
         grad_freeze.ledger.repeats (int32, ()): whether the samples repeat from epoch to epoch (1) or not (0), as the
             frozen-prefix cache's probe measured; -1 before.
+        grad_freeze.ledger.decisions (float32, (2,)): the seconds the schedule's decisions taken by the host route
+            cost, summed, and how many it took (``record_decision``).
     """
 
     WINDOW = 16  # step times kept per level: their median is the level's step time
     MIN_TIMED = 3  # steps timed after the first before a level's step time is known
-    MIRRORED = ("first_step", "steps", "timed", "repeats")  # the Parameters the host mirror holds
+    MIRRORED = ("first_step", "steps", "timed", "repeats", "decisions")  # the Parameters the host mirror holds
 
     def __init__(self, levels, clock=time.perf_counter):
         super().__init__(auto_prefix=False)
@@ -69,6 +72,8 @@ class CostLedger(nn.Cell):
                                requires_grad=False)
         self.timed = Parameter(Tensor(np.zeros(rows, np.int32)), name="grad_freeze.ledger.timed", requires_grad=False)
         self.repeats = Parameter(Tensor(np.array(-1, np.int32)), name="grad_freeze.ledger.repeats", requires_grad=False)
+        self.decisions = Parameter(Tensor(np.zeros(2, np.float32)), name="grad_freeze.ledger.decisions",
+                                   requires_grad=False)
         # [row or None, clock reading] of the call being timed (row None: none yet, or one not recorded); host only,
         # changed in place between steps (setting a Cell attribute runs MindSpore's checks, a few microseconds)
         self._started = [None, 0.0]
@@ -129,6 +134,10 @@ class CostLedger(nn.Cell):
         """Record whether the run's samples repeat (the frozen-prefix cache's probe)."""
         self._table()["repeats"] = np.array(int(repeat), np.int32)
 
+    def record_decision(self, seconds):
+        """Record one of the schedule's decisions that the host route took, of ``seconds``."""
+        self._table()["decisions"] += np.array([seconds, 1.0], np.float32)
+
     def cached_row(self, level):
         """The row of level ``level``'s steps on the cache's outputs."""
         return self.levels + level
@@ -159,24 +168,30 @@ class CostLedger(nn.Cell):
         self._pending.append((row, seconds))
 
     def summary(self):
-        """float32 (2, 2 * levels): each row's median step time and its compile (its first step less that median, or
-        the whole first step while the median is unknown), seconds; -1 where unknown."""
+        """float32 (2, 2 * levels + 1): each row's median step time and its compile (its first step less that median,
+        or the whole first step while the median is unknown), seconds; then, in the last column's first row, the
+        mean seconds of the decisions the route took; -1 where unknown."""
         table = self._table()
         first, timed, steps = table["first_step"], table["timed"], table["steps"]
-        summary = np.full((2, len(timed)), -1.0, np.float32)
+        summary = np.full((2, len(timed) + 1), -1.0, np.float32)
         zero = np.float32(0)
         for row, count in enumerate(timed.tolist()):  # Python scalars: a few rows, numpy's per-call cost dominates
             if count >= self.MIN_TIMED:
                 summary[0, row] = window_median(steps[row, :min(count, self.WINDOW)])
             if first[row] >= 0:
                 summary[1, row] = max(zero, first[row] - max(summary[0, row], zero))
+        seconds, taken = table["decisions"]
+        if taken > 0:  # the float32 mean
+            summary[0, -1] = seconds / taken
         return summary
 
-    def costs(self, summary, shares, decision_compiled=True):
-        """The ``Costs`` of a ``summary`` (or the mean of the ranks' summaries), with the layer ``shares`` and whether
-        the decision graph has compiled (``Costs.decision_compiled``)."""
+    def costs(self, summary, shares, decision_every=0):
+        """The ``Costs`` of a ``summary`` (or the mean of the ranks' summaries), with the layer ``shares`` and the
+        calls between two of the decisions the route takes (``Costs.decision_every``)."""
         median, compile_seconds = summary[:, :self.levels].tolist()
-        cached = summary[0, self.levels:].tolist()
+        cached = summary[0, self.levels:2 * self.levels].tolist()
+        decision = float(summary[0, -1])
         return Costs(step={k: s for k, s in enumerate(median) if s >= 0},
                      compile={k: c for k, c in enumerate(compile_seconds) if c >= 0}, shares=tuple(shares),
-                     cached_step={k: s for k, s in enumerate(cached) if s >= 0}, decision_compiled=decision_compiled)
+                     cached_step={k: s for k, s in enumerate(cached) if s >= 0},
+                     decision=decision if decision >= 0 else None, decision_every=int(decision_every))

@@ -29,12 +29,13 @@ second.
 - ``compile(k)``: 0 once level ``k`` has compiled (paid; a resumed run counts it paid too, so it decides as the
   uninterrupted one did). Before, the run's first compile (the full step's, the largest graph of the run): a frozen
   level's step is a smaller graph, so the estimate is again on the safe side.
-- the decision's compile: the host route takes the schedule's decisions in a graph of its own, which compiles at the
-  first decision that may freeze, whether or not that decision then freezes anything (measured here: 1.3 s on the
-  launch-bound ResNet, as long as its step's own compile). No level freezes without it, so until it has compiled
-  every level's bar holds it too, estimated as the run's largest compile:
-  ``steps_left * gain > bar * (compile(k) + compile(decision))``. Once compiled it is paid, and a resumed run whose
-  interrupted run took a decision counts it paid as well (``Costs.decision_compiled``).
+- the decisions' host work: the host route takes the schedule's decisions itself, op by op between two steps, every
+  decision interval from the warm-up on while a deeper level is allowed (none otherwise), until the front is
+  frozen: 15-25 ms a decision on this machine's CPU, a few dozen decisions in a run at most. Allowing a level keeps
+  them running, so its bar holds those left in the run, each at the mean the route measured
+  (``Costs.decision``): ``steps_left * gain > bar * (compile(k) + decisions_left * decision)``. Before the
+  route has timed one, none are counted (a prior the records name): one decision costs a few hundredths of the
+  compile the same bar holds.
 
 The frozen-prefix cache (``cache_pays``) skips the frozen prefix's forward pass too, on samples it has seen: from an
 epoch after it starts filling, every step saves ``cache_saving(k)``. It costs two compiles (its step on the prefix's
@@ -53,9 +54,9 @@ larger than it is).
 import dataclasses
 
 __all__ = ["Costs", "ENTRY_MARGIN", "FORWARD_SHARE", "PRIOR_SAVING", "cache_pays", "cache_saving",
-           "cache_saving_source", "compile_estimate", "compile_source", "decision_estimate", "entry_bar",
-           "expected_saving",
-           "largest_compile", "layer_shares", "paying_levels", "saving_source"]
+           "cache_saving_source", "compile_estimate", "compile_source", "decision_estimate", "decision_source",
+           "decisions_left", "entry_bar", "expected_saving", "largest_compile", "layer_shares", "paying_levels",
+           "saving_source"]
 
 PRIOR_SAVING = 1 / 6  # below the least share of the full step per share of layers a frozen level measured saving
 FORWARD_SHARE = 1 / 2  # a prefix's forward pass against its backward pass (one product a layer against two)
@@ -73,15 +74,18 @@ class Costs:
             (``shares[0]`` is 0, increasing).
         cached_step (dict): ``{level: median seconds of a step on the frozen-prefix cache's outputs}``, for the
             levels whose steps the cache served whole.
-        decision_compiled (bool): whether the graph that takes the schedule's decisions has compiled (or needs no
-            compile of its own); False: its compile is still to pay (``decision_estimate``).
+        decision (float): the mean seconds of the schedule's decisions the host route took; None before one was
+            timed (or where the route takes none).
+        decision_every (int): the calls between two of those decisions (a decision interval's updates times the
+            calls an update takes); 0 where the route takes none.
     """
 
     step: dict
     compile: dict
     shares: tuple
     cached_step: dict = dataclasses.field(default_factory=dict)
-    decision_compiled: bool = True
+    decision: float = None
+    decision_every: int = 0
 
 
 def layer_shares(layers):
@@ -154,28 +158,39 @@ def compile_estimate(costs, level):
     return largest_compile(costs)
 
 
-def decision_estimate(costs):
-    """Seconds the decision's graph still costs to compile: 0 once compiled, else ``largest_compile``; None before
-    any compile was measured."""
-    if costs.decision_compiled:
-        return 0.0
-    return largest_compile(costs)
+def decisions_left(costs, steps_left):
+    """How many of the schedule's decisions the route may still take in ``steps_left`` steps (int): one every
+    ``decision_every`` calls, 0 where it takes none."""
+    return -(-steps_left // costs.decision_every) if costs.decision_every else 0
+
+
+def decision_estimate(costs, steps_left):
+    """Seconds the decisions the route may still take in ``steps_left`` steps cost the host: ``decisions_left``
+    times the measured mean, 0 before one was timed."""
+    return decisions_left(costs, steps_left) * (costs.decision or 0.0)
+
+
+def decision_source(costs, steps_left):
+    """Where ``decision_estimate(costs, steps_left)`` comes from, in words."""
+    if costs.decision is None:
+        return "prior: none counted until the route has timed one decision"
+    return f"measured: {decisions_left(costs, steps_left)} decisions left x {costs.decision * 1e3:.1f} ms each"
 
 
 def paying_levels(costs, current, steps_left, paid=()):
     """The frozen levels above ``current`` that pay within ``steps_left`` steps (a tuple, increasing): those where
     ``steps_left * (saving(k) - saving(current))`` exceeds ``entry_bar(k, paid)`` times ``compile(k)`` and the
-    decision's compile while it is unpaid, ``paid`` being the levels that paid at the last weighing; () until the
-    full step and a compile are measured."""
+    decisions' host work left (``decision_estimate``), ``paid`` being the levels that paid at the last weighing; ()
+    until the full step and a compile are measured."""
     now = expected_saving(costs, current)
     if now is None:
         return ()
-    paying = []
+    paying, decisions = [], decision_estimate(costs, steps_left)
     for level in range(current + 1, len(costs.shares)):
         saving, compile_seconds = expected_saving(costs, level), compile_estimate(costs, level)
         if compile_seconds is None:
             continue
-        if steps_left * (saving - now) > entry_bar(level, paid) * (compile_seconds + decision_estimate(costs)):
+        if steps_left * (saving - now) > entry_bar(level, paid) * (compile_seconds + decisions):
             paying.append(level)
     return tuple(paying)
 

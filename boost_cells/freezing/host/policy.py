@@ -24,7 +24,8 @@ import dataclasses
 
 from .decisions import Decision, Figure, JsonParameter
 from .payback import (Costs, cache_pays, cache_saving, cache_saving_source, compile_estimate, compile_source,
-                      decision_estimate, entry_bar, expected_saving, largest_compile, paying_levels, saving_source)
+                      decision_estimate, decision_source, entry_bar, expected_saving, largest_compile, paying_levels,
+                      saving_source)
 
 __all__ = ["CACHE_PHASES", "FreezingPolicy", "Observation", "PolicyRecord", "PolicyState"]
 
@@ -79,7 +80,7 @@ class PolicyState:
         costs = None if self.costs is None else {
             "step": _keyed(self.costs.step), "compile": _keyed(self.costs.compile),
             "shares": list(self.costs.shares), "cached_step": _keyed(self.costs.cached_step),
-            "decision_compiled": self.costs.decision_compiled}
+            "decision": self.costs.decision, "decision_every": self.costs.decision_every}
         return {"level": self.level, "allowed": list(self.allowed), "paying": list(self.paying), "cache": self.cache,
                 "waited": list(self.waited), "unpaid_said": self.unpaid_said, "costs": costs}
 
@@ -96,7 +97,7 @@ class PolicyState:
         if costs is not None:
             costs = Costs(step=_unkeyed(costs["step"]), compile=_unkeyed(costs["compile"]),
                           shares=tuple(costs["shares"]), cached_step=_unkeyed(costs["cached_step"]),
-                          decision_compiled=costs.get("decision_compiled", True))
+                          decision=costs.get("decision"), decision_every=costs.get("decision_every", 0))
         return dataclasses.replace(self, level=data["level"], allowed=tuple(data["allowed"]),
                                    paying=tuple(data["paying"]), cache=cache, waited=tuple(data["waited"]),
                                    unpaid_said=data["unpaid_said"], costs=costs)
@@ -218,8 +219,8 @@ class FreezingPolicy:
             return state, decisions
         if updates < state.unpaid_from:
             return state, decisions
-        decision = decision_estimate(costs)
-        decision_text = f" and the decision graph's about {decision:.2f} s" if decision else ""
+        decision = decision_estimate(costs, steps_left)
+        decision_text = f" and the decisions' host work about {decision:.2f} s" if decision else ""
         why = (f"Gradient freezing does not pay in this run ('grad_freeze.payback'): at update {updates} of "
                f"{state.total_steps}, a step costs {costs.step[0] * 1e3:.1f} ms and a frozen level's compile "
                f"about {compile_estimate(costs, level + 1):.2f} s{decision_text}, so no level's saving over the "
@@ -233,17 +234,18 @@ class FreezingPolicy:
         """The record that the levels that pay changed (``paying``, above the level), with the deepest one's
         figures."""
         costs, level = observation.costs, observation.level
+        decisions = decision_estimate(costs, steps_left)
         if paying:
             deepest = max(paying)
             gain = steps_left * (expected_saving(costs, deepest) - expected_saving(costs, level))
             action = f"allowed level{'s' if len(paying) > 1 else ''} {', '.join(map(str, paying))}"
             reason = (f"level {deepest} pays: {steps_left} steps left x its saving a step = {gain:.2f} s > "
-                      f"{_bar(deepest, state.paying, compile_estimate(costs, deepest), decision_estimate(costs))}")
+                      f"{_bar(deepest, state.paying, compile_estimate(costs, deepest), decisions)}")
         else:
             action, deepest = "allowed no deeper level", level + 1
             held = "its compile (a level allowed before) or " if any(k > level for k in state.paying) else ""
-            reason = (f"no level above {level} repays {held}{_bar(deepest, (), decision=decision_estimate(costs))} "
-                      f"in the {steps_left} steps left")
+            reason = (f"no level above {level} repays {held}{_bar(deepest, (), decision=decisions)} in the "
+                      f"{steps_left} steps left")
         return self._decision(state, observation, "payback", action, reason,
                               self._payback_figures(costs, level, deepest, steps_left))
 
@@ -257,10 +259,9 @@ class FreezingPolicy:
         compile_seconds = compile_estimate(costs, deeper)
         if compile_seconds is not None:
             figures.append(Figure(f"level {deeper}'s compile", compile_seconds, "s", compile_source(costs, deeper)))
-        decision_seconds = decision_estimate(costs)
-        if decision_seconds:
-            figures.append(Figure("the decision graph's compile", decision_seconds, "s",
-                                  "estimate: the run's largest measured compile (not compiled yet)"))
+        if costs.decision_every:
+            figures.append(Figure("the decisions' host work", decision_estimate(costs, steps_left), "s",
+                                  decision_source(costs, steps_left)))
         return figures
 
     def _weigh_cache(self, state, observation, steps_left):
@@ -355,10 +356,10 @@ class FreezingPolicy:
 
 def _bar(level, paid, seconds=None, decision=None):
     """What ``level`` must repay, in words (with its compile's ``seconds`` where given): its compile, and the
-    decision graph's compile where that is still to pay (``decision`` seconds, else 0 or None), where it paid at the
-    last weighing (in ``paid``), else those and ``ENTRY_MARGIN`` more."""
+    decisions' host work left (``decision`` seconds, else 0 or None), where it paid at the last weighing (in
+    ``paid``), else those and ``ENTRY_MARGIN`` more."""
     about = "" if seconds is None else f" of about {seconds:.2f} s"
-    cost = f"its compile{about}" + (f" and the decision graph's of about {decision:.2f} s" if decision else "")
+    cost = f"its compile{about}" + (f" and the decisions' host work of about {decision:.2f} s" if decision else "")
     if entry_bar(level, paid) == 1.0:
         return cost
     return (f"{entry_bar(level, paid):g} x {'(' + cost + ')' if decision else cost} (ENTRY_MARGIN: a level not "

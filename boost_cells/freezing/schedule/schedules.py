@@ -11,9 +11,9 @@ serves the switch and the frozen-prefix cache through one small contract:
   update count at which ``frozen_for_good()`` may change, so the host route reads the level only there.
 - ``advance(applied, loss)`` (graph): after a step that applied ``applied`` optimizer updates (int32 scalar: 0 on an
   overflow or an accumulating micro-step; ``loss``: the step's training loss), move on. Returns a token to make the
-  step's outputs depend on. ``count(applied, loss)`` (graph) moves on without deciding, and ``decision_cell()``
-  (host; None where the schedule takes no decision) gives the decision as a Cell of its own, which the host route
-  calls after the step of a decision's update (``decides_after``): the same rule, out of the step's graph.
+  step's outputs depend on. ``count(applied, loss)`` (graph) moves on without deciding; where the schedule takes
+  decisions (``decides``, host bool), the host route takes each itself after the step of a decision's update
+  (``decides_after``) with ``decide_now()``: the same rule, out of the step's graph, run op by op.
 - ``plan`` (host): the ``FreezePlan`` it follows, whose numbers every description of the schedule reads;
   ``fit(plan)`` (host, before the first step) makes it follow the same plan made for another run length.
 
@@ -46,6 +46,8 @@ class SequenceSchedule(nn.Cell):
             updates a step applied, so an overflowing step or an accumulating micro-step keeps it.
     """
 
+    decides = False  # a sequence drawn in advance takes no decision
+
     def __init__(self, plan):
         super().__init__(auto_prefix=False)
         self.position = Parameter(_int32(0), name="grad_freeze.position", requires_grad=False)
@@ -63,10 +65,6 @@ class SequenceSchedule(nn.Cell):
 
     def train_from(self):
         return self.strategy_table[self.position]
-
-    def decision_cell(self):
-        """None: a sequence drawn in advance takes no decision."""
-        return None
 
     def count(self, applied, loss=None):
         """As ``advance``: walking the sequence is all a step does."""
@@ -186,6 +184,8 @@ class AutoSchedule(nn.Cell):
             a loss condition); zeros for a level not frozen. The decision records read these.
     """
 
+    decides = True  # the decisions the host route takes itself (``decide_now``)
+
     def __init__(self, plan, segment_of, weights, normalised_by=None, ranks_loss=False):
         super().__init__(auto_prefix=False)
         self.segment_of = dict(segment_of)
@@ -262,7 +262,7 @@ class AutoSchedule(nn.Cell):
 
     def count(self, applied, loss=None):
         """``advance`` without the decision: count the updates and the training loss (graph). The host route's steps
-        count, and the route takes the decision itself at the same updates (``decision_cell``), so a step between
+        count, and the route takes the decision itself at the same updates (``decide_now``), so a step between
         decisions compiles and runs no branch."""
         return self._count(applied, loss)[2]
 
@@ -277,19 +277,17 @@ class AutoSchedule(nn.Cell):
             token = ops.depend(token, summed)
         return updates, summed, token
 
-    def decision_cell(self):
-        """A Cell that takes the decision of the update the schedule has counted to (its ``updates``, its loss sum),
-        as ``advance`` takes it in the step's graph: for the host route, which calls it right after the step that
-        applied a decision's update (``decides_after``), a graph of its own compiled at the first decision."""
-        return ScheduleDecision(self)
-
     def decides_after(self, updates):
         """The least update count above ``updates`` after which a decision is taken (host int): the next interval's
         end."""
         return updates + 1 + (self.interval_end - updates - 1) % self.interval
 
     def decide_now(self):
-        """The decision on the counted updates and loss sum (graph), for ``decision_cell``."""
+        """The decision on the counted updates and loss sum, as ``advance`` takes it in the step's graph: for the host
+        route, which calls it right after the step that applied a decision's update (``decides_after``), op by op,
+        outside any graph. Compiled as a graph of its own, the decision cost 1.3-1.4 s of compile on this machine's
+        CPU (a ResNet of 29 and one of 47 weights), whether or not it then froze anything, where op by op it costs
+        15-25 ms a decision; a run takes a few dozen decisions at most (the route's ``Costs.decision``)."""
         summed = self.loss_sum + 0.0 if self.tracks_loss else None
         return self._decide(self.updates + 0, summed)
 
@@ -384,11 +382,6 @@ class AutoSchedule(nn.Cell):
         """The optimizer updates applied so far (host int)."""
         return int(self.updates.asnumpy())
 
-    def decided(self):
-        """Whether a decision was taken (host bool): its displacements were measured (a checkpoint's, for a resumed
-        run)."""
-        return bool((self.displacement.asnumpy() >= 0).any())
-
     def level_changes_at(self, updates):
         """The least update count above ``updates`` after which a decision may freeze more (host int): the next
         interval's end from the warm-up on; None once the whole front is frozen."""
@@ -423,17 +416,6 @@ def normalised_steps(optimizer):
     weight is normalised (``NORMALISED_STEPS``), or None."""
     return next((kind.__name__ for kind in type(optimizer).__mro__
                  if any(family in kind.__name__.lower() for family in NORMALISED_STEPS)), None)
-
-
-class ScheduleDecision(nn.Cell):
-    """The automatic schedule's decision as a graph of its own (``AutoSchedule.decision_cell``)."""
-
-    def __init__(self, schedule):
-        super().__init__(auto_prefix=False)
-        self.schedule = schedule
-
-    def construct(self):
-        return self.schedule.decide_now()
 
 
 def make_schedule(freeze_opt, info=None):
