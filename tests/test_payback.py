@@ -78,7 +78,7 @@ def test_every_level_must_repay_its_compile_and_the_decisions_left_too():
     untimed = dataclasses.replace(dear, decision=None)
     assert decision_estimate(untimed, 100) == 0.0 and paying_levels(untimed, 0, 100) == (2,)
     assert decision_source(untimed, 100).startswith("prior:")
-    assert decision_source(dear, 100) == "measured: 10 decisions left x 500.0 ms each"
+    assert decision_source(dear, 100).startswith("measured: 10 decisions left x 500.0 ms each")
     none = dataclasses.replace(dear, decision_every=0)
     assert decision_estimate(none, 100) == 0.0 and paying_levels(none, 0, 100) == (2,)
 
@@ -153,15 +153,15 @@ def test_the_ledger_summary_is_the_numpy_reference():
     ``min(timed, WINDOW)`` steps once ``MIN_TIMED`` are timed (-1 before), and its compile, the first step less that
     median (at least 0; the whole first step while the median is unknown; -1 before any step), all float32; rows
     timed from none to more than a window, times across four orders of magnitude, so the window's even and odd
-    lengths and its wrap are all met; then the decisions' mean seconds (float32 sum over count; -1 before one), from
-    none to a few."""
+    lengths and its wrap are all met; then the decisions' mean seconds after the first (float32 sum over count; -1
+    before a second), from none to a few."""
     rng = np.random.default_rng(3)
     for _ in range(200):
         ledger = CostLedger(3)
         for row in range(6):
             for _ in range(int(rng.integers(0, 2 * CostLedger.WINDOW + 3))):
                 ledger.record(row, float(rng.random() * 10.0 ** rng.uniform(-4, 0)))
-        decisions = rng.random(int(rng.integers(0, 4))) * 0.1
+        decisions = rng.random(int(rng.integers(0, 5))) * 0.1
         for seconds in decisions:
             ledger.record_decision(float(seconds))
         table = ledger._table()  # pylint: disable=protected-access
@@ -170,9 +170,9 @@ def test_the_ledger_summary_is_the_numpy_reference():
                            if timed[k] >= CostLedger.MIN_TIMED else -1.0 for k in range(6)], np.float32)
         compile_seconds = np.where(first < 0, -1.0, np.maximum(0.0, first - np.maximum(median, 0.0)))
         total = np.float32(0)
-        for seconds in decisions:
+        for seconds in decisions[1:]:
             total += np.float32(seconds)
-        decision = total / np.float32(len(decisions)) if len(decisions) else -1.0
+        decision = total / np.float32(len(decisions) - 1) if len(decisions) > 1 else -1.0
         expected = np.stack([np.append(median, decision), np.append(compile_seconds, -1.0)]).astype(np.float32)
         assert ledger.summary().tobytes() == expected.tobytes()
         costs = ledger.costs(ledger.summary(), SHARES, decision_every=7)

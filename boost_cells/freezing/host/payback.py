@@ -31,10 +31,12 @@ second.
   level's step is a smaller graph, so the estimate is again on the safe side.
 - the decisions' host work: the host route takes the schedule's decisions itself, op by op between two steps, every
   decision interval from the warm-up on while a deeper level is allowed (none otherwise), until the front is
-  frozen: 15-25 ms a decision on this machine's CPU, a few dozen decisions in a run at most. Allowing a level keeps
+  frozen: 15-25 ms a decision on this machine's CPU in a quiet process (the first 1.7 times that; 60-80 ms inside a
+  loaded Model.train), a few dozen decisions in a run at most. Allowing a level keeps
   them running, so its bar holds those left in the run, each at the mean the route measured
-  (``Costs.decision``): ``steps_left * gain > bar * (compile(k) + decisions_left * decision)``. Before the
-  route has timed one, none are counted (a prior the records name): one decision costs a few hundredths of the
+  (``Costs.decision``): ``steps_left * gain > bar * (compile(k) + decisions_left * decision)``. The first
+  decision is not in that mean, as it holds what runs once (each op's first call); before the route has timed a
+  decision after its first, none are counted (a prior the records name): one decision costs a few hundredths of the
   compile the same bar holds.
 
 The frozen-prefix cache (``cache_pays``) skips the frozen prefix's forward pass too, on samples it has seen: from an
@@ -74,8 +76,8 @@ class Costs:
             (``shares[0]`` is 0, increasing).
         cached_step (dict): ``{level: median seconds of a step on the frozen-prefix cache's outputs}``, for the
             levels whose steps the cache served whole.
-        decision (float): the mean seconds of the schedule's decisions the host route took; None before one was
-            timed (or where the route takes none).
+        decision (float): the mean seconds of the schedule's decisions the host route took after its first; None
+            before one was timed (or where the route takes none).
         decision_every (int): the calls between two of those decisions (a decision interval's updates times the
             calls an update takes); 0 where the route takes none.
     """
@@ -173,8 +175,9 @@ def decision_estimate(costs, steps_left):
 def decision_source(costs, steps_left):
     """Where ``decision_estimate(costs, steps_left)`` comes from, in words."""
     if costs.decision is None:
-        return "prior: none counted until the route has timed one decision"
-    return f"measured: {decisions_left(costs, steps_left)} decisions left x {costs.decision * 1e3:.1f} ms each"
+        return "prior: none counted until the route has timed a decision after its first (which runs each op once)"
+    return (f"measured: {decisions_left(costs, steps_left)} decisions left x {costs.decision * 1e3:.1f} ms each (the "
+            "mean after the first)")
 
 
 def paying_levels(costs, current, steps_left, paid=()):
