@@ -234,7 +234,21 @@ def workload_table(shown, workload):
     return [f"## {name}", "", *_prose(what), "",
             "| level | against | speed-up (per round) | accuracy change (points) | test loss change | seeds | "
             "machine balance: O0 step, compile, CPU | date |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
-            *lines, "", *route_work_lines(shown, workload)]
+            *lines, "", *froze_lines(shown, workload), *route_work_lines(shown, workload)]
+
+
+def froze_lines(shown, workload):
+    """The markdown lines that name the workload's rows whose seeds record what froze (``froze``: a level's first
+    update) and in which no seed froze a level: every step of theirs trained every group, so their ratio is not
+    freezing's (none where no row is such)."""
+    parts = [f"{_level(record, comparison)} ({record['date']}{_on_machine(record)})"
+             for record, comparison, _ in shown
+             if record["workload"] == workload and all("froze" in seed and not seed["froze"]
+                                                       for seed in comparison["seeds"])]
+    if not parts:
+        return []
+    return [*_prose("No seed froze a level in these rows, so every step trained every group and the ratio is not "
+                    "freezing's: " + "; ".join(parts) + "."), ""]
 
 
 def route_work(comparison):

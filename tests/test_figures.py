@@ -162,6 +162,27 @@ def test_a_row_whose_file_measured_the_routes_work_says_what_it_took_a_call():
     assert render.route_work(comparison) is None and not any(render.machine(record) in line for line in lines)
 
 
+def test_a_row_in_which_no_seed_froze_is_named_under_its_table():
+    """Under a workload's table, the rows in which no seed froze a level (each seed's ``froze`` empty) are named, as
+    their ratio is not freezing's; a row where one seed froze is not, nor one whose seeds do not record it."""
+    record = copy.deepcopy(next(record for record in RECORDS if record["workload"] == "compute"
+                                and not record.get("provenance")))
+    comparison = next(c for c in record["comparisons"] if c["level"] == "O1")
+    for seed in comparison["seeds"]:
+        seed["froze"] = {}
+    record.update(comparisons=[comparison], date="2099-01-01", time="01:00:00", commit="abc1234")
+
+    def named():
+        return "(2099-01-01" in " ".join(render.froze_lines(render.rows(RECORDS + [record]), "compute"))
+
+    assert named()
+    comparison["seeds"][-1]["froze"] = {"2": 105}
+    assert not named()
+    for seed in comparison["seeds"]:
+        seed.pop("froze")
+    assert not named()
+
+
 def test_a_workload_the_page_does_not_describe_is_refused_not_dropped():
     unknown = copy.deepcopy(RECORDS[0])
     unknown["workload"] = "gpt"
