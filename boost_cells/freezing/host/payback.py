@@ -31,8 +31,8 @@ second.
   level's step is a smaller graph, so the estimate is again on the safe side.
 - the decisions' host work: the host route takes the schedule's decisions itself, op by op between two steps, every
   decision interval from the warm-up on while a deeper level is allowed (none otherwise), until the front is
-  frozen: 15-25 ms a decision on this machine's CPU in a quiet process (the first 1.7 times that; 60-80 ms inside a
-  loaded Model.train), a few dozen decisions in a run at most. Allowing a level keeps
+  frozen: 15-25 ms a decision on this machine's CPU in a quiet process (the first 1.7 times that), 15-80 ms inside
+  Model.train with its data pipeline, a few dozen decisions in a run at most. Allowing a level keeps
   them running, so its bar holds those left in the run, each at the mean the route measured
   (``Costs.decision``): ``steps_left * gain > bar * (compile(k) + decisions_left * decision)``. The first
   decision is not in that mean, as it holds what runs once (each op's first call); before the route has timed a
@@ -168,7 +168,7 @@ def decisions_left(costs, steps_left):
 
 def decision_estimate(costs, steps_left):
     """Seconds the decisions the route may still take in ``steps_left`` steps cost the host: ``decisions_left``
-    times the measured mean, 0 before one was timed."""
+    times the measured mean (``Costs.decision``), 0 before a decision after the route's first was timed."""
     return decisions_left(costs, steps_left) * (costs.decision or 0.0)
 
 
