@@ -118,7 +118,7 @@ class FrozenLevelRoute:
     Args:
         schedule (Cell): the freezing schedule.
         uncached (dict): ``{k: step}`` on the batch, for ``k = 0`` and every level the schedule reaches. Every step
-            is a ``ScheduledStep`` and returns ``(outputs, applied)``.
+            is a ``ScheduledStep`` and returns the step's outputs.
         ledger (CostLedger): the run's measured costs, or None (neither payback nor a judged cache).
         shares (tuple of float): with the ledger, each level's share of the network's layers (``layer_shares``).
         payback (bool): the measured costs decide the schedule's levels; False: it keeps the levels it has.
@@ -271,7 +271,7 @@ class FrozenLevelRoute:
             self._weigh(level)
             self.ledger.sync()  # what a checkpoint holds: every figure this weighing used
         if level == 0 or not self.state.serving:
-            outputs = self.uncached[level](*inputs)[0]
+            outputs = self.uncached[level](*inputs)
             self._decide_if_due()
             return outputs
         first = self._batch(cell, inputs)
@@ -281,7 +281,7 @@ class FrozenLevelRoute:
         if self.ledger is not None:  # a step the cache served whole and alone, or neither row's
             whole = self.cache.misses == misses and exchange is None
             self.ledger.count_as(self.ledger.cached_row(level) if whole else None)
-        outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])[0]
+        outputs = self.cached[level](Tensor(prefix_outputs), *inputs[1:])
         self._judge(level, len(first), new_level, self.cache.repeats - repeats)
         self._decide_if_due()
         return outputs

@@ -299,8 +299,8 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
     branch, as a separate graph compiled when first taken. With the cache, level ``k`` trains from group ``k`` on the
     cached outputs of the stages before it: its step is a ``Step``/``ScaledStep`` over ``opts[k]`` and the suffix
     network (``nn.WithLossCell`` of the remaining stages and the loss), its strategy ``update.for_suffix``. Every
-    route step counts the schedule's updates (``ScheduledStep`` with ``decides=False``); the route takes the
-    schedule's decisions itself, with the same rule, op by op between two steps (``decide_now``), so a step between
+    route step counts the schedule's updates (``ScheduledStep``, its outputs the step's alone); the route takes
+    the schedule's decisions itself, with the same rule, op by op between two steps (``decide_now``), so a step between
     decisions compiles and runs no decision branch. Segment ``j`` of the cache is the stages of group ``j`` that group
     ``j + 1`` does not train.
 
@@ -309,7 +309,7 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
             boundaries.
     """
     levels = (0, *schedule.frozen_levels)
-    uncached = {level: ScheduledStep(schedule, group_steps[level], decides=False) for level in levels}
+    uncached = {level: ScheduledStep(schedule, group_steps[level]) for level in levels}
     measured = payback or judge_cache
     ledger = CostLedger(schedule.plan.groups) if measured else None
     shares = _layer_shares(optimizer) if measured else None
@@ -323,7 +323,7 @@ def _level_route(network, optimizer, config, info, update, schedule, group_steps
     for level in schedule.frozen_levels:
         suffix = staged.suffix_with_loss(starts[level])
         opt = optimizer.opts[level]
-        cached[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)), decides=False)
+        cached[level] = ScheduledStep(schedule, make_step(suffix, opt, update.for_suffix(opt)))
     prefix_cache = FrozenPrefixCache(segments, config.section("grad_freeze")["cache_max_mb"] * 2 ** 20)
     return FrozenLevelRoute(schedule, uncached, ledger, shares, accumulation, prefix_cache, cached, info, payback,
                             judge_cache)

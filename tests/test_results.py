@@ -159,11 +159,11 @@ class _Route:
 
     def _step(self, *inputs):
         self.clock.now += self.step_seconds
-        return inputs, 1
+        return inputs
 
     def take_step(self, cell, inputs):
         self.clock.now += self.own / 2
-        outputs = (self.cached[2] if inputs[0] == "cached" else self.uncached[0])(*inputs)[0]
+        outputs = (self.cached[2] if inputs[0] == "cached" else self.uncached[0])(*inputs)
         self.clock.now += self.own / 2
         return outputs
 

@@ -3,10 +3,11 @@
 ``FreezeSwitch`` picks, among the steps of the trained suffixes, the one that trains from the schedule's
 ``train_from()``: in GRAPH_MODE one switch over the compiled branches (MindSpore's ``switch_layer``, as the reference
 indexes its ``freeze_nets`` by a Tensor), in PYNATIVE_MODE by reading that index on the host, as PyNative control
-flow on a Tensor always does. ``ScheduledStep`` takes one fixed step (a frozen suffix's step on a cached prefix's
-outputs). Both (``AdvancingStep``) then advance the schedule by the optimizer updates the step says it applied (the
-``applied`` count of the update-strategy contract), inside the graph, so the schedule holds however MindSpore calls
-the train cell.
+flow on a Tensor always does; then (an ``AdvancingStep``) it advances the schedule by the optimizer updates the step
+says it applied (the ``applied`` count of the update-strategy contract), inside the graph, so the schedule holds
+however MindSpore calls the train cell. ``ScheduledStep`` is one fixed step of the host route (a level's step on the
+batch, or a frozen suffix's on a cached prefix's outputs): it counts the updates and the loss in its graph, and the
+route takes the schedule's decisions between steps.
 """
 import numpy as np
 from mindspore import Tensor, nn, ops
@@ -31,20 +32,18 @@ class IndexedCellList(nn.CellList):
 
 
 class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
-    """A step (``take``, in subclasses) followed by the schedule's ``advance`` over the updates it applied.
+    """A step (``take``, in subclasses) followed by the schedule's ``advance`` over the updates it applied: the
+    schedule's decisions are taken in this step's graph.
 
     Args:
         schedule (Cell): the freezing schedule (``boost_cells.freezing.schedule.schedules``).
-        decides (bool): the schedule's decisions are taken in this step's graph (``advance``); False: it only
-            counts (``count``), and whoever runs the step takes them (the host route). Default True.
 
     Inputs: the step's. Outputs: ``(outputs, applied)``: the step's outputs and its applied updates (int32 scalar).
     """
 
-    def __init__(self, schedule, decides=True):
+    def __init__(self, schedule):
         super().__init__(auto_prefix=False)
         self.schedule = schedule
-        self.decides = decides
 
     def take(self, inputs):
         """``(outputs, applied)`` of the step on ``inputs`` (a tuple)."""
@@ -53,9 +52,7 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
     def construct(self, *inputs):
         outputs, applied = self.take(inputs)
         loss = outputs[0] if isinstance(outputs, tuple) else outputs
-        if self.decides:
-            return ops.depend(outputs, self.schedule.advance(applied, loss)), applied
-        return ops.depend(outputs, self.schedule.count(applied, loss)), applied
+        return ops.depend(outputs, self.schedule.advance(applied, loss)), applied
 
     def current_index(self):
         """The first group the next step trains (host int; for tests, monitors and logs)."""
@@ -71,18 +68,28 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
 
 
 class ScheduledStep(AdvancingStep):
-    """One fixed step (a frozen suffix's step on a cached prefix's outputs) that still advances the schedule.
+    """One fixed step of the host route (a level's step on the batch, or a frozen suffix's on a cached prefix's
+    outputs) that counts the schedule's updates and the step's loss (``count``); the route takes the schedule's
+    decisions itself between steps (``decide_now``), so this graph holds no decision branch.
 
     Args:
-        schedule, decides: as ``AdvancingStep``. step (Cell): the step (``boost_cells.steps.Step``).
+        schedule (Cell): the freezing schedule. step (Cell): the step (``boost_cells.steps.Step``).
+
+    Inputs: the step's. Outputs: the step's outputs alone: the route has no use for the applied count, and each
+    graph output is one more tensor built every call (about 20 us here, against a launch-bound step of 4-5 ms).
     """
 
-    def __init__(self, schedule, step, decides=True):
-        super().__init__(schedule, decides)
+    def __init__(self, schedule, step):
+        super().__init__(schedule)
         self.step = step
 
     def take(self, inputs):
         return self.step(*inputs)
+
+    def construct(self, *inputs):
+        outputs, applied = self.take(inputs)
+        loss = outputs[0] if isinstance(outputs, tuple) else outputs
+        return ops.depend(outputs, self.schedule.count(applied, loss))
 
 
 class FreezeSwitch(AdvancingStep):
