@@ -9,8 +9,9 @@
 
 Every run is a fresh process (``python examples/train.py --config ... --epochs E --seed r``, round r's seed for both
 arms), so compiles count as a user pays them; the script reads the example's own "total time" and "test
-accuracy" lines. The network is the one the example picks for the config (the ResNet of width 8, one block a stage,
-on the 8x8 digits: launch-bound), batch 32, stand-alone, GRAPH_MODE.
+accuracy" lines, and its "decision:" lines for what froze (``froze_levels``). The network is the one the example
+picks for the config (the ResNet of width 8, one block a stage, on the 8x8 digits: launch-bound), batch 32,
+stand-alone, GRAPH_MODE.
 """
 import argparse
 import json
@@ -39,15 +40,30 @@ def arm_config(arm, directory):
     return path
 
 
+FROZE = re.compile(r"^decision: update (\d+)(?: of \d+)?: froze level (\d+):", re.MULTILINE)
+
+
+def froze_levels(output):
+    """``{level: update}`` from the example's ``output``: each level the run froze and the update after which it
+    froze (a decision that froze several levels at once names the deepest; the levels under it froze with it); {}
+    where nothing froze."""
+    froze = {}
+    for update, deepest in FROZE.findall(output):
+        for level in range(1, int(deepest) + 1):
+            froze.setdefault(level, int(update))
+    return froze
+
+
 def run(config, epochs, seed):
-    """``(seconds, accuracy)`` of one run of the example with the config file ``config``, from its own report."""
+    """``(seconds, accuracy, froze)`` of one run of the example with the config file ``config``, from its own report
+    (``froze``: ``froze_levels``)."""
     command = [sys.executable, os.path.join(ROOT, "examples", "train.py"), "--config", config, "--epochs",
                str(epochs), "--seed", str(seed), "--network", "resnet"]
     output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True,
                             env={**os.environ, "GLOG_v": "3"}).stdout
     seconds = float(re.search(r"total time: ([0-9.]+)s", output).group(1))
     accuracy = float(re.search(r"test accuracy: ([0-9.]+)", output).group(1))
-    return seconds, accuracy
+    return seconds, accuracy, froze_levels(output)
 
 
 def main():
@@ -69,8 +85,9 @@ def compare(configs, arm, epochs, rounds):
     results = []
     for seed in range(rounds):
         for config in ("O0", arm, arm, "O0"):
-            seconds, accuracy = run(configs[config], epochs, seed)
-            results.append({"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy})
+            seconds, accuracy, froze = run(configs[config], epochs, seed)
+            results.append({"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy,
+                            "froze": froze})
             print(json.dumps({"epochs": epochs, **results[-1]}), flush=True)
     times = {c: [r["seconds"] for r in results if r["config"] == c] for c in ("O0", arm)}
     points = {c: 100 * np.mean([r["accuracy"] for r in results if r["config"] == c]) for c in ("O0", arm)}
@@ -86,13 +103,19 @@ def compare(configs, arm, epochs, rounds):
 
 def seed_measures(runs, arm):
     """The runs of each seed as a results file's rounds (``[{arm: measures}]``, seed r's at r): runs a second (a
-    speed, so that a ratio is O0's seconds over the arm's, as the ABBA pairs' are) and the mean accuracy of each arm's
-    runs of the seed (a seed trains alike in both)."""
+    speed, so that a ratio is O0's seconds over the arm's, as the ABBA pairs' are), the mean accuracy of each arm's
+    runs of the seed (a seed trains alike in both) and, where the runs give it (``froze``), what froze in its first
+    run, as ``o1_speedup.py --abba`` keeps the first run's."""
     def of(seed, config, key):
         return float(np.mean([run[key] for run in runs if (run["seed"], run["config"]) == (seed, config)]))
 
-    return [{config: {"end_to_end": 1 / of(seed, config, "seconds"), "accuracy": of(seed, config, "accuracy")}
-             for config in ("O0", arm)} for seed in sorted({run["seed"] for run in runs})]
+    def measures(seed, config):
+        first = next(run for run in runs if (run["seed"], run["config"]) == (seed, config))
+        froze = {} if "froze" not in first else {"first_update_at_level": first["froze"]}
+        return {"end_to_end": 1 / of(seed, config, "seconds"), "accuracy": of(seed, config, "accuracy"), **froze}
+
+    seeds = sorted({run["seed"] for run in runs})
+    return [{config: measures(seed, config) for config in ("O0", arm)} for seed in seeds]
 
 
 if __name__ == "__main__":

@@ -243,8 +243,7 @@ def froze_lines(shown, workload):
     freezing's (none where no row is such)."""
     parts = [f"{_level(record, comparison)} ({record['date']}{_on_machine(record)})"
              for record, comparison, _ in shown
-             if record["workload"] == workload and all("froze" in seed and not seed["froze"]
-                                                       for seed in comparison["seeds"])]
+             if record["workload"] == workload and all(seed.get("froze") == {} for seed in comparison["seeds"])]
     if not parts:
         return []
     return [*_prose("No seed froze a level in these rows, so every step trained every group and the ratio is not "

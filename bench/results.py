@@ -15,9 +15,10 @@ A file holds one run of one workload (``SCHEMA``'s fields):
 - ``comparisons``: for each boosted arm against the base arm (``base``, ``arm`` as the benchmark names them, and
   ``level``: the name of the config the arm ran, as the results page groups rows), per seed: the ratio of images per
   second (arm over base), each arm's held-out accuracy (%) and test loss, their changes (arm less base; accuracy in
-  points), the balance of that seed's base arm, where each level froze (``{level: first update at it}``), what the
-  frozen-prefix cache did, the train cell's decision records (``cell.decisions``, each ``to_dict()``; empty where
-  the cell keeps none), each arm's median step before anything froze, compiles, time outside the steps and the
+  points), the balance of that seed's base arm, where each level froze (``{level: first update at it}``; {} where
+  nothing froze, null where the benchmark did not see), what the frozen-prefix cache did, the train cell's decision
+  records (``cell.decisions``, each ``to_dict()``; empty where the cell keeps none, null where the benchmark did not
+  read them), each arm's median step before anything froze, compiles, time outside the steps and the
   route's own work a call (``steps``), and with ``--abba`` each arm's two runs' own speed, accuracy and test loss
   (``runs``; null otherwise). Files written before ``steps``, ``runs`` and the route's work were recorded lack them.
 
@@ -96,7 +97,8 @@ def _change(arm, base):
 
 def seed_record(seed, base, arm):
     """One seed of a comparison from the benchmark's measures of its two arms (``o1_speedup.train_arm``'s dicts: at
-    least ``end_to_end``, images a second, and ``accuracy``; a measure a benchmark does not take is null)."""
+    least ``end_to_end``, images a second, and ``accuracy``; a measure a benchmark does not take is null, never empty:
+    ``froze`` {} says that nothing froze, null that the benchmark did not see)."""
     accuracy = {"base": 100 * base["accuracy"], "arm": 100 * arm["accuracy"]}
     steps = {side: _step_figures(measures) for side, measures in (("base", base), ("arm", arm))}
     loss = {"base": base.get("test_loss"), "arm": arm.get("test_loss")}
@@ -105,8 +107,9 @@ def seed_record(seed, base, arm):
             "accuracy": accuracy, "accuracy_change": _change(accuracy["arm"], accuracy["base"]),
             "test_loss": loss, "test_loss_change": _change(loss["arm"], loss["base"]),
             "balance": {"o0_step_ms": steps["base"]["median_step_ms"], "first_compile_s": base.get("first_step")},
-            "froze": {str(level): update for level, update in arm.get("first_update_at_level", {}).items()},
-            "cache": cache or None, "decisions": arm.get("decisions", []),
+            "froze": None if "first_update_at_level" not in arm else
+            {str(level): update for level, update in arm["first_update_at_level"].items()},
+            "cache": cache or None, "decisions": arm.get("decisions"),
             "steps": steps,
             "runs": {"base": base["runs"], "arm": arm["runs"]} if "runs" in base and "runs" in arm else None}
 

@@ -301,10 +301,19 @@ def train(args, rank, rank_count, log):
         scale_text = "-" if scale is None else f"{scale:.10g}"
         log(f"epoch {epoch:3d}  loss {loss:.4f}  test acc {test_accuracy:.4f}  overflows {overflows}  "
             f"loss scale {scale_text}  elapsed {time.perf_counter() - start:.1f}s")
+    report_decisions(train_cell, log)
     if monitor is not None:
         monitor.close()
         log(f"monitor records appended to {args.monitor}")
     return test_accuracy
+
+
+def report_decisions(train_cell, log):
+    """Log the run's freezing decisions, one ``decision: <line>`` each (``cell.decisions``, in update order: what
+    froze, which levels payback allowed, what the cache did, each with its reason and figures); nothing where the
+    cell keeps none (no freezing)."""
+    for decision in getattr(train_cell, "decisions", ()):
+        log(f"decision: {decision.line()}")
 
 
 class ShardedEpochs:
@@ -460,6 +469,7 @@ def train_with_model(args, rank, rank_count, log, callbacks=(), evaluate=True):
         f"global batch {args.batch_size * rank_count}, {steps} steps per epoch, epochs {first_epoch + 1}.."
         f"{args.epochs}")
     model.train(args.epochs, dataset, callbacks=run_callbacks, dataset_sink_mode=False, initial_epoch=first_epoch)
+    report_decisions(model.train_network, log)
     if not evaluate:
         return None, model
     model.predict_network.set_train(False)

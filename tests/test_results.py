@@ -41,7 +41,7 @@ def test_a_run_record_gives_each_seed_its_ratio_accuracy_loss_freeze_and_cache()
     assert first["accuracy_change"] == pytest.approx(-1.0) and first["test_loss_change"] == pytest.approx(0.02)
     assert first["froze"] == {"2": 131} and second["froze"] == {"1": 105, "2": 157}
     assert first["cache"] == {"cache_hits": 10, "cache_misses": 2} and second["cache"] is None
-    assert first["decisions"] == [{"what": "froze level 2"}] and second["decisions"] == []
+    assert first["decisions"] == [{"what": "froze level 2"}] and second["decisions"] is None  # not read: null
     figures = results.summary(comparison)
     assert figures["ratio"] == pytest.approx(1.35) and figures["accuracy_change"] == pytest.approx(-0.5)
     assert figures["seeds"] == [3, 4]
@@ -106,17 +106,43 @@ def test_every_committed_file_is_whole_and_its_rounds_agree_with_its_ratio(recor
 
 def test_the_example_loops_runs_make_a_record_per_seed():
     """bench/own_loop.py's ABBA runs (O0, arm, arm, O0 a seed) as a record's seeds: O0's mean seconds over the arm's,
-    each arm's accuracy; its balance is not measured (the example prints its total time only)."""
+    each arm's accuracy, what froze in the arm's first run of the seed ({} where nothing did; null where the runs do
+    not say); its balance is not measured (the example prints its total time only)."""
     own_loop = pytest.importorskip("own_loop")
-    runs = [{"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy}
+    froze = {(0, 1): {1: 105, 2: 105}, (0, 2): {2: 131}, (1, 1): {}, (1, 2): {}}
+    runs = [{"config": config, "seed": seed, "seconds": seconds, "accuracy": accuracy,
+             "froze": froze.get((seed, index), {})}
             for seed, times in ((0, (20.0, 10.0, 12.0, 24.0)), (1, (30.0, 15.0, 15.0, 30.0)))
-            for config, seconds, accuracy in zip(("O0", "O1", "O1", "O0"), times, (0.98, 0.97, 0.97, 0.98))]
+            for index, (config, seconds, accuracy) in enumerate(zip(("O0", "O1", "O1", "O0"), times,
+                                                                    (0.98, 0.97, 0.97, 0.98)))]
     record = results.run_record("bench/own_loop.py", "python bench/own_loop.py", ROOT, "own_loop", 12, 1,
                                 own_loop.seed_measures(runs, "O1"), "O0", ["O1"])
     first, second = record["comparisons"][0]["seeds"]
     assert first["ratio"] == pytest.approx(22.0 / 11.0) and second["ratio"] == pytest.approx(2.0)
     assert first["accuracy_change"] == pytest.approx(-1.0)
+    assert first["froze"] == {"1": 105, "2": 105} and second["froze"] == {}
     assert record["balance"] == {"o0_step_ms": None, "first_compile_s": None}
+    for run in runs:
+        run.pop("froze")
+    record = results.run_record("bench/own_loop.py", "python bench/own_loop.py", ROOT, "own_loop", 12, 1,
+                                own_loop.seed_measures(runs, "O1"), "O0", ["O1"])
+    assert all(seed["froze"] is None for seed in record["comparisons"][0]["seeds"])
+
+
+def test_the_example_loop_says_what_froze_in_its_decision_lines():
+    """bench/own_loop.py reads what froze from the example's "decision:" lines (``report_decisions``): each level at
+    the update after which it froze, the levels under a deeper one frozen by the same decision with it; payback's and
+    the cache's decisions freeze nothing."""
+    own_loop = pytest.importorskip("own_loop")
+    output = "\n".join([
+        "epoch  12  loss 0.0512  test acc 0.9861",
+        "decision: update 39 of 528: allowed level 2: level 2 pays: ... [full step 14.2 ms (measured)]",
+        "decision: update 131 of 528: froze level 2: segments 0-1 settled (displacement below auto_threshold ...)",
+        "decision: update 262 of 528: cache: drop: samples do not repeat",
+        "test accuracy: 0.9861"])
+    assert own_loop.froze_levels(output) == {1: 131, 2: 131}
+    assert own_loop.froze_levels(output.replace("froze level 2", "froze level 1")) == {1: 131}
+    assert own_loop.froze_levels("decision: update 12 of 176: no level pays: ...\ntest accuracy: 0.9") == {}
 
 
 def test_an_abba_rounds_two_runs_of_an_arm_count_as_one_over_their_whole_wall_time():
