@@ -3,7 +3,7 @@
 A benchmark hands ``write`` what it measured; ``docs/benchmarks.md`` is rendered from these files
 (``bench/render.py``) and the user pages' figures are checked against them (``tests/test_figures.py``), so nobody
 types a benchmark figure by hand. A new measurement is a new file; a file never changes after it is written (``write``
-refuses to overwrite one).
+refuses to overwrite one), except to set to null a field its benchmark wrote without measuring it.
 
 A file holds one run of one workload (``SCHEMA``'s fields):
 
