@@ -3,18 +3,18 @@
 ``FreezeSwitch`` picks, among the steps of the trained suffixes, the one that trains from the schedule's
 ``train_from()``: in GRAPH_MODE one switch over the compiled branches (MindSpore's ``switch_layer``, as the reference
 indexes its ``freeze_nets`` by a Tensor), in PYNATIVE_MODE by reading that index on the host, as PyNative control
-flow on a Tensor always does; then (an ``AdvancingStep``) it advances the schedule by the optimizer updates the step
-says it applied (the ``applied`` count of the update-strategy contract), inside the graph, so the schedule holds
-however MindSpore calls the train cell. ``ScheduledStep`` is one fixed step of the host route (a level's step on the
-batch, or a frozen suffix's on a cached prefix's outputs): it counts the updates and the loss in its graph, and the
-route takes the schedule's decisions between steps.
+flow on a Tensor always does; then it advances the schedule by the optimizer updates the step says it applied (the
+``applied`` count of the update-strategy contract), inside the graph, so the schedule holds however MindSpore calls
+the train cell. ``ScheduledStep`` is one fixed step of the host route (a level's step on the batch, or a frozen
+suffix's on a cached prefix's outputs): it counts the updates and the loss in its graph, and the route takes the
+schedule's decisions between steps.
 """
 import numpy as np
 from mindspore import Tensor, nn, ops
 
 from ...mindspore_internals import SkipUnchangedCompilePhase
 
-__all__ = ["AdvancingStep", "FreezeSwitch", "IndexedCellList", "ScheduledStep"]
+__all__ = ["FreezeSwitch", "IndexedCellList", "ScheduledStep"]
 
 
 class IndexedCellList(nn.CellList):
@@ -31,26 +31,33 @@ class IndexedCellList(nn.CellList):
         return super().__getitem__(index)
 
 
-class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
-    """A step (``take``, in subclasses) followed by the schedule's ``advance`` over the updates it applied: the
-    schedule's decisions are taken in this step's graph.
+class FreezeSwitch(SkipUnchangedCompilePhase, nn.Cell):
+    """The step of the suffix the schedule trains from, chosen in the graph, then the schedule advanced (its
+    ``advance`` over the updates the step applied: the schedule's decisions are taken in this step's graph).
 
     Args:
         schedule (Cell): the freezing schedule (``boost_cells.freezing.schedule.schedules``).
+        steps (list of Cell): ``steps[k]`` trains from group ``k``, all with the same inputs and outputs; only the
+            steps of the groups the schedule trains from (``schedule.trained_from``) compile, and groups whose
+            steps are the same object share one branch.
 
-    Inputs: the step's. Outputs: ``(outputs, applied)``: the step's outputs and its applied updates (int32 scalar).
+    Inputs: the steps' inputs. Outputs: ``(outputs, applied)``: the selected step's outputs and its applied updates
+    (int32 scalar).
     """
 
-    def __init__(self, schedule):
+    def __init__(self, schedule, steps):
         super().__init__(auto_prefix=False)
+        branches, branch_of = [], {}
+        for group in schedule.trained_from:
+            if id(steps[group]) not in branch_of:
+                branch_of[id(steps[group])] = len(branches)
+                branches.append(steps[group])
         self.schedule = schedule
-
-    def take(self, inputs):
-        """``(outputs, applied)`` of the step on ``inputs`` (a tuple)."""
-        raise NotImplementedError
+        self.steps = IndexedCellList(branches, auto_prefix=False)
+        self.branch_of_group = Tensor(np.array([branch_of.get(id(step), 0) for step in steps], np.int32))
 
     def construct(self, *inputs):
-        outputs, applied = self.take(inputs)
+        outputs, applied = self.steps[self.branch_of_group[self.schedule.train_from()]](*inputs)
         loss = outputs[0] if isinstance(outputs, tuple) else outputs
         return ops.depend(outputs, self.schedule.advance(applied, loss)), applied
 
@@ -67,7 +74,7 @@ class AdvancingStep(SkipUnchangedCompilePhase, nn.Cell):
         return {"freeze_group": self.current_index()}
 
 
-class ScheduledStep(AdvancingStep):
+class ScheduledStep(SkipUnchangedCompilePhase, nn.Cell):
     """One fixed step of the host route (a level's step on the batch, or a frozen suffix's on a cached prefix's
     outputs) that counts the schedule's updates and the step's loss (``count``); the route takes the schedule's
     decisions itself between steps (``decide_now``), so this graph holds no decision branch.
@@ -80,39 +87,11 @@ class ScheduledStep(AdvancingStep):
     """
 
     def __init__(self, schedule, step):
-        super().__init__(schedule)
+        super().__init__(auto_prefix=False)
+        self.schedule = schedule
         self.step = step
 
-    def take(self, inputs):
-        return self.step(*inputs)
-
     def construct(self, *inputs):
-        outputs, applied = self.take(inputs)
+        outputs, applied = self.step(*inputs)
         loss = outputs[0] if isinstance(outputs, tuple) else outputs
         return ops.depend(outputs, self.schedule.count(applied, loss))
-
-
-class FreezeSwitch(AdvancingStep):
-    """The step of the suffix the schedule trains from, chosen in the graph, then the schedule advanced.
-
-    Args:
-        schedule (Cell): the freezing schedule.
-        steps (list of Cell): ``steps[k]`` trains from group ``k``, all with the same inputs and outputs; only the
-            steps of the groups the schedule trains from (``schedule.trained_from``) compile, and groups whose
-            steps are the same object share one branch.
-
-    Inputs: the steps' inputs. Outputs: ``(outputs, applied)`` of the selected step.
-    """
-
-    def __init__(self, schedule, steps):
-        branches, branch_of = [], {}
-        for group in schedule.trained_from:
-            if id(steps[group]) not in branch_of:
-                branch_of[id(steps[group])] = len(branches)
-                branches.append(steps[group])
-        super().__init__(schedule)
-        self.steps = IndexedCellList(branches, auto_prefix=False)
-        self.branch_of_group = Tensor(np.array([branch_of.get(id(step), 0) for step in steps], np.int32))
-
-    def take(self, inputs):
-        return self.steps[self.branch_of_group[self.schedule.train_from()]](*inputs)
