@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import mindspore as ms
 import pytest
-from mindspore import Tensor, nn
+from mindspore import Parameter, Tensor, nn, ops
 
 import boost_cells.model
 from boost_cells import BoostConfig, BoostConfigWarning, BoostTrainOneStepCell, Model, build_train_network
-from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, Stages, split_stages, staged_network
+from boost_cells.freezing import FrozenPrefixCache, GradientFreeze, PrefixSnapshot, Stages, split_stages, staged_network
 from boost_cells.freezing.host.prefix_cache import fingerprints
 from tests.helpers import DataWrapperStandIn, freeze_config, weights_of
 
@@ -179,6 +179,36 @@ def test_checkpoint_load_and_changed_prefix_recompute(graph_mode):
         warnings.simplefilter("error")
         cache(x[:8], 1)  # unchanged since: served from the cache, no warning
     assert runs == [((0, 1), 8)] * 3
+
+
+class Holder(nn.Cell):
+    """A segment of Parameters only: float32 and float16 ones (each dtype flattened apart), and an int32 one."""
+
+    def __init__(self, tag):
+        super().__init__()
+        self.weight = Parameter(Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)), name=f"{tag}.weight")
+        self.half = Parameter(Tensor(np.ones(4, np.float16)), name=f"{tag}.half")
+        self.count = Parameter(Tensor(np.array([3], np.int32)), name=f"{tag}.count", requires_grad=False)
+        self.bias = Parameter(Tensor(np.zeros(3, np.float32)), name=f"{tag}.bias")
+
+
+def test_the_snapshot_flags_exactly_the_segments_that_changed(mode):
+    """``PrefixSnapshot`` compares each segment with its copy, every Parameter whatever its dtype: one changed
+    element of one Parameter clears that segment's flag only, a NaN counts as a change (it never equals itself),
+    and a segment whose copy is taken again is equal again."""
+    segments = [Holder("a"), Holder("b")]
+    snapshot = PrefixSnapshot(segments)
+    for segment in range(2):
+        snapshot.take(segment)
+    assert snapshot().asnumpy().tolist() == [True, True]
+    for name, value in (("bias", np.array([0, 0, 1], np.float32)), ("half", np.array([1, 1, 1, 2], np.float16)),
+                        ("count", np.array([4], np.int32)), ("weight", np.full((2, 3), np.nan, np.float32))):
+        ops.assign(getattr(segments[1], name), Tensor(value))
+        assert snapshot().asnumpy().tolist() == [True, False], name
+        snapshot.take(1)
+        assert snapshot().asnumpy().tolist() == [True, name != "weight"], name  # NaN: never equal
+    ops.assign(segments[0].count, Tensor(np.array([5], np.int32)))
+    assert snapshot().asnumpy().tolist() == [False, False]
 
 
 def test_growing_prefix_extends_through_new_stages_only(graph_mode):

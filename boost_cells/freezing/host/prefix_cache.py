@@ -12,9 +12,9 @@ serves a batch's prefix outputs and is never stale:
   one core, where BLAKE2b took 0.15 s), so shuffled batches hit, and augmented (changed) samples miss and are
   computed;
 - the prefix's Parameters (weights and BatchNorm statistics) are compared on every lookup, on the device, with the
-  copy taken when their outputs were first cached (``PrefixSnapshot``: one compiled graph and one read of a flag
-  per segment, whatever the prefix's size): after a checkpoint load, a training-mode forward pass or any other
-  write, the cache is dropped (with a warning) and refilled;
+  copy taken when their outputs were first cached (``PrefixSnapshot``: one compiled graph of a few kernels and
+  one read of a flag per segment, whatever the prefix's size): after a checkpoint load, a training-mode forward
+  pass or any other write, the cache is dropped (with a warning) and refilled;
 - when more stages freeze, cached entries are extended through the newly frozen stages only;
 - data-parallel, the ranks can share what they compute (a call's ``exchange``): each rank stores the outputs the
   others computed too, so where a sampler deals the samples out anew every epoch a rank's cache holds every sample
@@ -143,8 +143,12 @@ class PrefixSnapshot(nn.Cell):
 
     One graph compares every segment (exact equality, element by element; NaN never equals itself, so a NaN counts
     as a change), so the host's cost per check is one launch and one read of ``len(segments)`` flags whatever the
-    prefix's size. The copies are held outside the train cell's Cell tree (by the cache), so checkpoints do not
-    hold them; they cost the device the memory of the segments' Parameters.
+    prefix's size. Inside it a segment's Parameters of one dtype are flattened into one vector (one Concat; the
+    reshapes are free) and compared with one flat copy, so a check runs a few kernels a segment, not three a
+    Parameter: with one comparison a Parameter it took about 5 ms a call here on a prefix of some 40 Parameters (a
+    ResNet of width 32), each kernel's launch costing more than its work. The copies are held outside the train cell's
+    Cell tree (by the cache), so checkpoints do not hold them; they cost the device the memory of the segments'
+    Parameters.
 
     Args:
         segments (list of Cell): the segments to watch.
@@ -154,26 +158,41 @@ class PrefixSnapshot(nn.Cell):
 
     def __init__(self, segments):
         super().__init__(auto_prefix=False)
-        params = [list(segment.get_parameters()) for segment in segments]
-        self.params = ParameterTuple(p for segment in params for p in segment)
-        self.copies = ParameterTuple(Parameter(Tensor(np.zeros(p.shape), p.dtype),
-                                               name=f"prefix_snapshot.{j}.{p.name}", requires_grad=False)
-                                     for j, segment in enumerate(params) for p in segment)
-        bounds = np.cumsum([0] + [len(segment) for segment in params])
-        self.ranges = tuple((int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]))
+        params, groups = [], []  # groups[j]: segment j's (start, stop, copy) a dtype: params[start:stop], copies[copy]
+        for segment in segments:
+            by_dtype = {}
+            for param in segment.get_parameters():
+                by_dtype.setdefault(param.dtype, []).append(param)
+            ranges = []
+            for members in by_dtype.values():
+                ranges.append((len(params), len(params) + len(members), sum(map(len, groups)) + len(ranges)))
+                params += members
+            groups.append(tuple(ranges))
+        self.groups = tuple(groups)
+        self.params = ParameterTuple(params)
+        self.copies = ParameterTuple(
+            Parameter(Tensor(np.zeros(sum(int(np.prod(p.shape)) for p in params[start:stop])), params[start].dtype),
+                      name=f"prefix_snapshot.{j}.{copy}", requires_grad=False)
+            for j, ranges in enumerate(self.groups) for start, stop, copy in ranges)
+
+    def _flat(self, start, stop):
+        """Parameters ``start`` to ``stop - 1`` (one dtype) as one vector."""
+        parts = ()
+        for index in range(start, stop):
+            parts += (ops.reshape(self.params[index], (-1,)),)
+        return ops.concat(parts)
 
     def take(self, segment):
         """Copy segment ``segment``'s current Parameters (written into the copies' memory by ``ops.assign``)."""
-        start, stop = self.ranges[segment]
-        for index in range(start, stop):
-            ops.assign(self.copies[index], self.params[index])
+        for start, stop, copy in self.groups[segment]:
+            ops.assign(self.copies[copy], self._flat(start, stop))
 
     def construct(self):
         flags = ()
-        for start, stop in self.ranges:
+        for ranges in self.groups:
             same = ops.ones((), mstype.bool_)
-            for index in range(start, stop):
-                same = ops.logical_and(same, ops.all(ops.equal(self.params[index], self.copies[index])))
+            for start, stop, copy in ranges:
+                same = ops.logical_and(same, ops.all(ops.equal(self._flat(start, stop), self.copies[copy])))
             flags += (same,)
         return ops.stack(flags)
 
