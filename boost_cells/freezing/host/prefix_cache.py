@@ -157,22 +157,21 @@ class PrefixSnapshot(nn.Cell):
 
     def __init__(self, segments):
         super().__init__(auto_prefix=False)
-        params, groups = [], []  # groups[j]: segment j's (start, stop, copy) a dtype: params[start:stop], copies[copy]
-        for segment in segments:
+        params, copies, groups = [], [], []  # groups[j]: segment j's (start, stop, copy) a dtype
+        for j, segment in enumerate(segments):
             by_dtype = {}
             for param in segment.get_parameters():
                 by_dtype.setdefault(param.dtype, []).append(param)
             ranges = []
             for members in by_dtype.values():
-                ranges.append((len(params), len(params) + len(members), sum(map(len, groups)) + len(ranges)))
+                ranges.append((len(params), len(params) + len(members), len(copies)))
+                copies.append(Parameter(Tensor(np.zeros(sum(param.size for param in members)), members[0].dtype),
+                                        name=f"prefix_snapshot.{j}.{len(copies)}", requires_grad=False))
                 params += members
             groups.append(tuple(ranges))
-        self.groups = tuple(groups)
+        self.groups = tuple(groups)  # params[start:stop] flattened is copies[copy]
         self.params = ParameterTuple(params)
-        self.copies = ParameterTuple(
-            Parameter(Tensor(np.zeros(sum(int(np.prod(p.shape)) for p in params[start:stop])), params[start].dtype),
-                      name=f"prefix_snapshot.{j}.{copy}", requires_grad=False)
-            for j, ranges in enumerate(self.groups) for start, stop, copy in ranges)
+        self.copies = ParameterTuple(copies)
 
     def _flat(self, start, stop):
         """Parameters ``start`` to ``stop - 1`` (one dtype) as one vector."""
