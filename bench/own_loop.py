@@ -111,8 +111,8 @@ def seed_measures(runs, arm):
 
     def measures(seed, config):
         first = next(run for run in runs if (run["seed"], run["config"]) == (seed, config))
-        froze = {} if "froze" not in first else {"first_update_at_level": first["froze"]}
-        return {"end_to_end": 1 / of(seed, config, "seconds"), "accuracy": of(seed, config, "accuracy"), **froze}
+        seen = {} if "froze" not in first else {"first_update_at_level": first["froze"]}
+        return {"end_to_end": 1 / of(seed, config, "seconds"), "accuracy": of(seed, config, "accuracy"), **seen}
 
     seeds = sorted({run["seed"] for run in runs})
     return [{config: measures(seed, config) for config in ("O0", arm)} for seed in seeds]

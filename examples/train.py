@@ -312,7 +312,7 @@ def report_decisions(train_cell, log):
     """Log the run's freezing decisions, one ``decision: <line>`` each (``cell.decisions``, in update order: what
     froze, which levels payback allowed, what the cache did, each with its reason and figures); nothing where the
     cell keeps none (no freezing)."""
-    for decision in getattr(train_cell, "decisions", ()):
+    for decision in train_cell.decisions:
         log(f"decision: {decision.line()}")
 
 
